@@ -1,0 +1,84 @@
+#pragma once
+// Lowering and building: a Schedule plus its argument list becomes a loop program
+// (lower) and then a callable kernel for this CPU (build, through LLVM and ORC JIT).
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessel/buffer.h"
+#include "tessel/schedule.h"
+
+namespace tessel {
+
+struct LowerOptions {
+  // Print the IR after every pass to stderr (or to `dump` if set).
+  bool dump_passes = false;
+  std::function<void(const std::string& pass, const std::string& ir)> dump;
+};
+
+// A lowered loop program: its arguments (inputs and outputs, in call order) and body.
+struct LoweredFunc {
+  std::string name;
+  std::vector<Tensor> args;
+  Stmt body;
+  std::string str() const;  // readable loops
+};
+
+LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args,
+                  const std::string& name = "kernel", const LowerOptions& opts = {});
+
+struct BuildOptions {
+  std::string name = "kernel";
+  std::string target = "llvm";  // "llvm" = this CPU; "llvm -mcpu=x86-64-v3" etc. to override
+  LowerOptions lower;
+};
+
+struct ArgSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype;
+};
+
+class ModuleImpl;
+
+// A built kernel. Call it with one Buffer per argument, in the order given to build().
+class Module {
+ public:
+  Module() = default;
+  explicit Module(std::shared_ptr<ModuleImpl> impl) : impl_(std::move(impl)) {}
+
+  void operator()(const std::vector<Buffer>& args) const;
+  template <typename... B>
+  void operator()(const Buffer& first, const B&... rest) const {
+    (*this)(std::vector<Buffer>{first, rest...});
+  }
+  // Call without checks, for timing loops: one data pointer per argument.
+  void call_raw(void* const* args) const;
+
+  const std::string& name() const;
+  const std::vector<ArgSpec>& args() const;
+  const LoweredFunc& lowered() const;
+  std::string llvm_ir() const;    // optimised LLVM IR
+  std::string assembly() const;   // host assembly
+  // Writes an object file, or a shared library, plus a C header declaring the entry
+  // point `int32_t <name>(void* const* args)`, so deploy binaries need no JIT.
+  void export_object(const std::string& path) const;
+  void export_library(const std::string& so_path, const std::string& header_path) const;
+  double compile_seconds() const;  // lowering + LLVM optimisation + JIT
+
+ private:
+  std::shared_ptr<ModuleImpl> impl_;
+};
+
+Module build(const Schedule& sch, const std::vector<Tensor>& args, const BuildOptions& opts = {});
+
+// Threads used by parallel loops (default: all cores, or TESSEL_NUM_THREADS).
+void set_num_threads(int n);
+int num_threads();
+
+// What LLVM says about this machine: "znver4 +avx512f ...".
+std::string host_cpu_name();
+std::vector<std::string> host_cpu_features();
+
+}  // namespace tessel

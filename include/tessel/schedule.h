@@ -1,0 +1,110 @@
+#pragma once
+// Schedules: how to compute. A Schedule holds one Stage per operation; every primitive
+// called on a stage is recorded as a Step (see step.h) that names stages and axes by
+// name, so a schedule can be saved, replayed on a fresh compute definition, mutated by
+// the tuner and printed back as C++.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessel/step.h"
+#include "tessel/tensor.h"
+
+namespace tessel {
+
+struct ScheduleState;
+
+// An axis of a stage, named. Built from a compute's IterVar, a string, or returned by
+// split/fuse.
+struct Axis {
+  std::string name;
+  Axis() = default;
+  Axis(const IterVar& iv) : name(iv.name()) {}       // NOLINT
+  Axis(std::string n) : name(std::move(n)) {}        // NOLINT
+  Axis(const char* n) : name(n) {}                   // NOLINT
+};
+
+// GPU thread axes a loop can be bound to (`bind`). Lowering for GPUs comes with the
+// CUDA/OpenCL back ends; the CPU back end rejects bound loops with a clear error.
+inline const char* const kThreadTags[] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z", "threadIdx.x",
+                                          "threadIdx.y", "threadIdx.z", "vthread"};
+
+class Schedule;
+
+class Stage {
+ public:
+  Stage(Schedule* sch, std::string name) : sch_(sch), name_(std::move(name)) {}
+  const std::string& name() const { return name_; }
+
+  std::pair<Axis, Axis> split(const Axis& axis, int64_t factor);
+  std::pair<Axis, Axis> split_nparts(const Axis& axis, int64_t nparts);
+  Axis fuse(const std::vector<Axis>& axes);
+  Axis fuse(const Axis& outer, const Axis& inner) { return fuse({outer, inner}); }
+  void reorder(const std::vector<Axis>& order);
+  // tile = split both axes, then reorder to (x.outer, y.outer, x.inner, y.inner).
+  struct Tiled { Axis xo, yo, xi, yi; };
+  Tiled tile(const Axis& x, const Axis& y, int64_t xf, int64_t yf);
+  void vectorize(const Axis& axis);
+  void unroll(const Axis& axis);
+  void parallel(const Axis& axis);
+  void bind(const Axis& axis, const std::string& thread_tag);
+  // pragma("auto_unroll_max_step", 64): unroll every loop nest under `axis` whose total
+  // trip count is at most the value.
+  void pragma(const Axis& axis, const std::string& key, int64_t value);
+  void compute_at(const Stage& parent, const Axis& axis);
+  void compute_inline();
+  void compute_root();
+  void storage_align(const Axis& axis, int64_t factor, int64_t offset);
+
+  // Names of the current loop axes, outermost first.
+  std::vector<std::string> leaf_axes() const;
+  // An axis by name, checked to exist: s["C"]["i.inner"].
+  Axis operator[](const std::string& axis) const;
+
+ private:
+  void apply(Step step);
+  Schedule* sch_;
+  std::string name_;
+};
+
+class Schedule {
+ public:
+  // A schedule for the computation that produces `outputs` (all the stages they read).
+  explicit Schedule(std::vector<Tensor> outputs);
+  Schedule(const Schedule&);
+  Schedule& operator=(const Schedule&);
+  Schedule(Schedule&&) noexcept;
+  Schedule& operator=(Schedule&&) noexcept;
+  ~Schedule();
+
+  Stage operator[](const Tensor& t);
+  Stage operator[](const std::string& stage_name);
+
+  // cache_read(A, "local", {C}) makes readers C load A through a copy A.local; returns it.
+  Tensor cache_read(const Tensor& t, const std::string& scope, const std::vector<Tensor>& readers);
+  // cache_write(C, "local") computes C into C.local and copies it out; returns C.local.
+  Tensor cache_write(const Tensor& t, const std::string& scope);
+  // rfactor(C, k.inner): a new stage C.rf computes partial sums with the reduce axis
+  // `factor_axis` turned into its first spatial axis; C then sums over it.
+  Tensor rfactor(const Tensor& t, const Axis& factor_axis);
+
+  // Replays one step; the schedule's primitives all go through here.
+  void apply(const Step& step);
+  const std::vector<Step>& steps() const;
+  // A fresh schedule of the same outputs with `steps` replayed (throws on a bad step).
+  static Schedule replay(const std::vector<Tensor>& outputs, const std::vector<Step>& steps);
+  // The schedule as C++ code calling the primitives above.
+  std::string to_cpp(const std::string& schedule_var = "s") const;
+
+  const std::vector<Tensor>& outputs() const;
+  std::vector<std::string> stage_names() const;
+  Tensor tensor(const std::string& stage_name) const;
+  ScheduleState& state() { return *state_; }
+  const ScheduleState& state() const { return *state_; }
+
+ private:
+  std::unique_ptr<ScheduleState> state_;
+};
+
+}  // namespace tessel

@@ -1,0 +1,9 @@
+#pragma once
+#include "tessel/buffer.h"
+#include "tessel/build.h"
+#include "tessel/dtype.h"
+#include "tessel/error.h"
+#include "tessel/expr.h"
+#include "tessel/schedule.h"
+#include "tessel/step.h"
+#include "tessel/tensor.h"

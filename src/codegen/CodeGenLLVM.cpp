@@ -1,0 +1,554 @@
+#include "codegen/CodeGenLLVM.h"
+
+#include <set>
+#include <unordered_map>
+
+#include "codegen/LLVMHeaders.h"
+#include "ir/IRVisitor.h"
+
+namespace tessel {
+namespace {
+
+// Scratch buffers up to this size live on the stack (entry-block allocas, which LLVM can
+// promote to registers); larger ones come from the heap.
+constexpr int64_t kMaxStackBytes = 256 * 1024;
+
+class CodeGen {
+ public:
+  CodeGen(llvm::LLVMContext& ctx, llvm::Module& mod, const TargetInfo& target)
+      : ctx_(ctx), mod_(mod), b_(ctx), target_(target) {
+    llvm::FastMathFlags fmf;
+    fmf.setAllowContract(true);  // a*b+c may become one FMA
+    b_.setFastMathFlags(fmf);
+  }
+
+  void emit_kernel(const LoweredProgram& prog) {
+    const std::string& name = prog.func.name;
+    llvm::Type* ptr = b_.getPtrTy();
+    // name_impl(noalias ptr...) holds the body.
+    std::vector<llvm::Type*> params(prog.args.size(), ptr);
+    auto* impl_ty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
+    llvm::Function* impl = llvm::Function::Create(impl_ty, llvm::Function::InternalLinkage, name + "_impl", mod_);
+    set_attrs(impl);
+    for (size_t i = 0; i < prog.args.size(); ++i) {
+      impl->addParamAttr(unsigned(i), llvm::Attribute::NoAlias);
+      impl->getArg(unsigned(i))->setName(prog.args[i].buffer.name());
+    }
+    begin_function(impl);
+    for (size_t i = 0; i < prog.args.size(); ++i) {
+      vars_[prog.args[i].buffer.get()] = impl->getArg(unsigned(i));
+      buffer_type_[prog.args[i].buffer.get()] = prog.args[i].op->dtype;
+    }
+    emit(prog.func.body);
+    b_.CreateRetVoid();
+    end_function();
+
+    // The exported entry: unpack the argument array and call the body.
+    auto* entry_ty = llvm::FunctionType::get(b_.getInt32Ty(), {ptr}, false);
+    llvm::Function* entry = llvm::Function::Create(entry_ty, llvm::Function::ExternalLinkage, name, mod_);
+    set_attrs(entry);
+    auto* bb = llvm::BasicBlock::Create(ctx_, "entry", entry);
+    b_.SetInsertPoint(bb);
+    std::vector<llvm::Value*> args;
+    for (size_t i = 0; i < prog.args.size(); ++i) {
+      llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(ptr, entry->getArg(0), i);
+      args.push_back(b_.CreateLoad(ptr, slot));
+    }
+    b_.CreateCall(impl, args);
+    b_.CreateRet(b_.getInt32(0));
+  }
+
+ private:
+  struct FunctionState {
+    llvm::Function* fn = nullptr;
+    llvm::BasicBlock* entry = nullptr;
+    std::unordered_map<const ExprNode*, llvm::Value*> vars;
+    std::unordered_map<const ExprNode*, DType> buffer_type;
+    llvm::IRBuilderBase::InsertPoint ip;
+    bool in_parallel = false;
+  };
+
+  void set_attrs(llvm::Function* f) {
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+    if (!target_.cpu.empty()) f->addFnAttr("target-cpu", target_.cpu);
+    if (!target_.features.empty()) f->addFnAttr("target-features", target_.features);
+    // Our vectors are explicit; let the back end keep 512-bit registers for them.
+    if (target_.avx512) {
+      f->addFnAttr("prefer-vector-width", "512");
+      f->addFnAttr("min-legal-vector-width", "512");
+    }
+  }
+
+  void begin_function(llvm::Function* f) {
+    fn_ = f;
+    entry_ = llvm::BasicBlock::Create(ctx_, "entry", f);
+    auto* body = llvm::BasicBlock::Create(ctx_, "body", f);
+    b_.SetInsertPoint(entry_);
+    b_.CreateBr(body);
+    b_.SetInsertPoint(body);
+  }
+  void end_function() {}
+
+  // ---- types ----
+
+  llvm::Type* scalar_type(DType t) {
+    switch (t.code) {
+      case DType::Float: return t.bits == 16 ? b_.getHalfTy() : t.bits == 64 ? b_.getDoubleTy() : b_.getFloatTy();
+      case DType::Int:
+      case DType::UInt: return b_.getIntNTy(t.bits);
+      case DType::Bool: return b_.getInt1Ty();
+      case DType::Handle: return b_.getPtrTy();
+    }
+    return nullptr;
+  }
+  llvm::Type* type(DType t) {
+    llvm::Type* s = scalar_type(t.element_of());
+    return t.lanes > 1 ? llvm::FixedVectorType::get(s, t.lanes) : s;
+  }
+  // Bools are bytes in memory.
+  llvm::Type* mem_type(DType t) {
+    llvm::Type* s = t.is_bool() ? b_.getInt8Ty() : scalar_type(t.element_of());
+    return t.lanes > 1 ? llvm::FixedVectorType::get(s, t.lanes) : s;
+  }
+
+  // ---- expressions ----
+
+  llvm::Value* emit(const Expr& e) {
+    const ExprNode* n = e.get();
+    switch (n->kind) {
+      case NodeKind::IntImm:
+        return llvm::ConstantInt::get(type(n->type), uint64_t(static_cast<const IntImm*>(n)->value), true);
+      case NodeKind::FloatImm: return llvm::ConstantFP::get(type(n->type), static_cast<const FloatImm*>(n)->value);
+      case NodeKind::Variable: {
+        auto it = vars_.find(n);
+        TESSEL_INTERNAL_CHECK(it != vars_.end(), "variable '", static_cast<const VarNode*>(n)->name,
+                              "' used outside its definition");
+        return it->second;
+      }
+      case NodeKind::Cast: return emit_cast(static_cast<const Cast*>(n)->value, n->type);
+      case NodeKind::Add: return arith(n, llvm::Instruction::Add, llvm::Instruction::FAdd);
+      case NodeKind::Sub: return arith(n, llvm::Instruction::Sub, llvm::Instruction::FSub);
+      case NodeKind::Mul: return arith(n, llvm::Instruction::Mul, llvm::Instruction::FMul);
+      case NodeKind::Div:
+        return arith(n, n->type.is_uint() ? llvm::Instruction::UDiv : llvm::Instruction::SDiv, llvm::Instruction::FDiv);
+      case NodeKind::Mod:
+        return arith(n, n->type.is_uint() ? llvm::Instruction::URem : llvm::Instruction::SRem, llvm::Instruction::FRem);
+      case NodeKind::Min:
+      case NodeKind::Max: {
+        auto* bn = static_cast<const BinaryNode*>(n);
+        llvm::Value* a = emit(bn->a);
+        llvm::Value* c = emit(bn->b);
+        bool is_min = n->kind == NodeKind::Min;
+        llvm::Value* cmp;
+        DType t = bn->a.dtype();
+        if (t.is_float()) cmp = is_min ? b_.CreateFCmpOLT(a, c) : b_.CreateFCmpOGT(a, c);
+        else if (t.is_uint() || t.is_bool()) cmp = is_min ? b_.CreateICmpULT(a, c) : b_.CreateICmpUGT(a, c);
+        else cmp = is_min ? b_.CreateICmpSLT(a, c) : b_.CreateICmpSGT(a, c);
+        return b_.CreateSelect(cmp, a, c);
+      }
+      case NodeKind::EQ:
+      case NodeKind::NE:
+      case NodeKind::LT:
+      case NodeKind::LE:
+      case NodeKind::GT:
+      case NodeKind::GE: return compare(static_cast<const BinaryNode*>(n));
+      case NodeKind::And: {
+        auto* bn = static_cast<const BinaryNode*>(n);
+        return b_.CreateAnd(emit(bn->a), emit(bn->b));
+      }
+      case NodeKind::Or: {
+        auto* bn = static_cast<const BinaryNode*>(n);
+        return b_.CreateOr(emit(bn->a), emit(bn->b));
+      }
+      case NodeKind::Not: return b_.CreateNot(emit(static_cast<const Not*>(n)->a));
+      case NodeKind::Select: {
+        auto* s = static_cast<const Select*>(n);
+        return b_.CreateSelect(emit(s->cond), emit(s->t), emit(s->f));
+      }
+      case NodeKind::Call: return call(static_cast<const Call*>(n));
+      case NodeKind::Load: return load(static_cast<const Load*>(n));
+      case NodeKind::Ramp: {
+        auto* r = static_cast<const Ramp*>(n);
+        llvm::Value* base = b_.CreateVectorSplat(r->lanes, emit(r->base));
+        llvm::Value* stride = b_.CreateVectorSplat(r->lanes, emit(r->stride));
+        std::vector<llvm::Constant*> lanes;
+        for (int i = 0; i < r->lanes; ++i) lanes.push_back(llvm::ConstantInt::get(scalar_type(r->base.dtype()), i));
+        return b_.CreateAdd(base, b_.CreateMul(stride, llvm::ConstantVector::get(lanes)));
+      }
+      case NodeKind::Broadcast: {
+        auto* bc = static_cast<const Broadcast*>(n);
+        return b_.CreateVectorSplat(bc->lanes, emit(bc->value));
+      }
+      case NodeKind::Let: {
+        auto* l = static_cast<const Let*>(n);
+        vars_[l->var.get()] = emit(l->value);
+        llvm::Value* v = emit(l->body);
+        vars_.erase(l->var.get());
+        return v;
+      }
+      case NodeKind::TensorLoad:
+      case NodeKind::Reduce: throw InternalError("codegen: unlowered tensor access or reduction");
+      default: throw InternalError("codegen: unknown expression");
+    }
+  }
+
+  llvm::Value* arith(const ExprNode* n, llvm::Instruction::BinaryOps iop, llvm::Instruction::BinaryOps fop) {
+    auto* bn = static_cast<const BinaryNode*>(n);
+    llvm::Value* a = emit(bn->a);
+    llvm::Value* c = emit(bn->b);
+    if (n->type.is_float()) {
+      if (n->type.bits == 16) {  // computed in float, stored as half
+        llvm::Type* f32 = type(float32.with_lanes(n->type.lanes));
+        llvm::Value* r = b_.CreateBinOp(fop, b_.CreateFPExt(a, f32), b_.CreateFPExt(c, f32));
+        return b_.CreateFPTrunc(r, type(n->type));
+      }
+      return b_.CreateBinOp(fop, a, c);
+    }
+    return b_.CreateBinOp(iop, a, c);
+  }
+
+  llvm::Value* compare(const BinaryNode* n) {
+    llvm::Value* a = emit(n->a);
+    llvm::Value* c = emit(n->b);
+    DType t = n->a.dtype();
+    using P = llvm::CmpInst::Predicate;
+    P p;
+    bool f = t.is_float(), u = t.is_uint() || t.is_bool();
+    switch (n->kind) {
+      case NodeKind::EQ: p = f ? P::FCMP_OEQ : P::ICMP_EQ; break;
+      case NodeKind::NE: p = f ? P::FCMP_UNE : P::ICMP_NE; break;
+      case NodeKind::LT: p = f ? P::FCMP_OLT : u ? P::ICMP_ULT : P::ICMP_SLT; break;
+      case NodeKind::LE: p = f ? P::FCMP_OLE : u ? P::ICMP_ULE : P::ICMP_SLE; break;
+      case NodeKind::GT: p = f ? P::FCMP_OGT : u ? P::ICMP_UGT : P::ICMP_SGT; break;
+      default: p = f ? P::FCMP_OGE : u ? P::ICMP_UGE : P::ICMP_SGE; break;
+    }
+    return f ? b_.CreateFCmp(p, a, c) : b_.CreateICmp(p, a, c);
+  }
+
+  llvm::Value* emit_cast(const Expr& value, DType to) {
+    llvm::Value* v = emit(value);
+    DType from = value.dtype();
+    llvm::Type* t = type(to);
+    if (from.element_of() == to.element_of()) return v;
+    if (to.is_bool()) {
+      if (from.is_float()) return b_.CreateFCmpUNE(v, llvm::Constant::getNullValue(v->getType()));
+      return b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+    }
+    if (from.is_float() && to.is_float()) return to.bits > from.bits ? b_.CreateFPExt(v, t) : b_.CreateFPTrunc(v, t);
+    if (from.is_float()) return to.is_uint() ? b_.CreateFPToUI(v, t) : b_.CreateFPToSI(v, t);
+    bool from_signed = from.is_int();
+    if (to.is_float()) return from_signed ? b_.CreateSIToFP(v, t) : b_.CreateUIToFP(v, t);
+    return b_.CreateIntCast(v, t, from_signed);
+  }
+
+  llvm::Value* call(const Call* c) {
+    DType t = c->type;
+    std::vector<llvm::Value*> args;
+    for (auto& a : c->args) args.push_back(emit(a));
+    // float16 math runs in float32.
+    if (t.is_float() && t.bits == 16) {
+      llvm::Type* f32 = type(float32.with_lanes(t.lanes));
+      for (auto& a : args) a = b_.CreateFPExt(a, f32);
+      return b_.CreateFPTrunc(call_f(c->op, float32.with_lanes(t.lanes), args), type(t));
+    }
+    return call_f(c->op, t, args);
+  }
+
+  llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::Value* x) {
+    return b_.CreateUnaryIntrinsic(id, x);
+  }
+
+  // libm functions without an LLVM intrinsic, applied lane by lane.
+  llvm::Value* libm(const char* fname32, const char* fname64, DType t, llvm::Value* x) {
+    llvm::Type* st = scalar_type(t.element_of());
+    llvm::FunctionCallee f = mod_.getOrInsertFunction(t.bits == 64 ? fname64 : fname32, st, st);
+    if (t.lanes == 1) return b_.CreateCall(f, {x});
+    llvm::Value* out = llvm::PoisonValue::get(type(t));
+    for (int i = 0; i < t.lanes; ++i)
+      out = b_.CreateInsertElement(out, b_.CreateCall(f, {b_.CreateExtractElement(x, i)}), i);
+    return out;
+  }
+
+  llvm::Value* call_f(Intrinsic op, DType t, std::vector<llvm::Value*>& args) {
+    llvm::Value* x = args[0];
+    llvm::Value* one = llvm::ConstantFP::get(type(t), 1.0);
+    switch (op) {
+      case Intrinsic::Exp: return intrinsic(llvm::Intrinsic::exp, x);
+      case Intrinsic::Log: return intrinsic(llvm::Intrinsic::log, x);
+      case Intrinsic::Sqrt: return intrinsic(llvm::Intrinsic::sqrt, x);
+      case Intrinsic::Rsqrt: return b_.CreateFDiv(one, intrinsic(llvm::Intrinsic::sqrt, x));
+      case Intrinsic::Abs: return intrinsic(llvm::Intrinsic::fabs, x);
+      case Intrinsic::Floor: return intrinsic(llvm::Intrinsic::floor, x);
+      case Intrinsic::Ceil: return intrinsic(llvm::Intrinsic::ceil, x);
+      case Intrinsic::Pow: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, args[1]);
+      case Intrinsic::Sigmoid:
+        return b_.CreateFDiv(one, b_.CreateFAdd(one, intrinsic(llvm::Intrinsic::exp, b_.CreateFNeg(x))));
+      case Intrinsic::Tanh: return libm("tanhf", "tanh", t, x);
+      case Intrinsic::Erf: return libm("erff", "erf", t, x);
+    }
+    throw InternalError("codegen: unknown intrinsic");
+  }
+
+  llvm::Value* element_ptr(const Var& buffer, llvm::Value* index) {
+    DType et = buffer_type_.at(buffer.get());
+    llvm::Value* idx = index->getType()->isVectorTy()
+                           ? b_.CreateSExt(index, llvm::FixedVectorType::get(b_.getInt64Ty(),
+                                                  llvm::cast<llvm::FixedVectorType>(index->getType())->getNumElements()))
+                           : b_.CreateSExt(index, b_.getInt64Ty());
+    return b_.CreateInBoundsGEP(mem_type(et), vars_.at(buffer.get()), idx);
+  }
+
+  static bool dense(const Expr& index, Expr* base) {
+    const Ramp* r = index.as<Ramp>();
+    if (r && is_one(r->stride)) {
+      *base = r->base;
+      return true;
+    }
+    return false;
+  }
+
+  llvm::Align elem_align(DType t) { return llvm::Align(t.bytes()); }
+
+  llvm::Value* load(const Load* l) {
+    TESSEL_INTERNAL_CHECK(vars_.count(l->buffer.get()), "load from unknown buffer ", l->buffer.name());
+    DType t = l->type;
+    DType et = buffer_type_.at(l->buffer.get());
+    llvm::Value* v;
+    Expr base;
+    if (t.is_scalar()) {
+      v = b_.CreateAlignedLoad(mem_type(et), element_ptr(l->buffer, emit(l->index)), elem_align(et));
+    } else if (dense(l->index, &base)) {
+      v = b_.CreateAlignedLoad(mem_type(t), element_ptr(l->buffer, emit(base)), elem_align(et));
+    } else {
+      v = b_.CreateMaskedGather(mem_type(t), element_ptr(l->buffer, emit(l->index)), elem_align(et));
+    }
+    if (t.is_bool()) v = b_.CreateTrunc(v, type(t));
+    return v;
+  }
+
+  // ---- statements ----
+
+  void emit(const Stmt& s) {
+    if (!s.defined()) return;
+    const StmtNode* n = s.get();
+    switch (n->kind) {
+      case NodeKind::Block:
+        for (auto& st : static_cast<const Block*>(n)->stmts) emit(st);
+        return;
+      case NodeKind::Store: return store(static_cast<const Store*>(n));
+      case NodeKind::For: return loop(static_cast<const For*>(n));
+      case NodeKind::IfThenElse: return branch(static_cast<const IfThenElse*>(n));
+      case NodeKind::Allocate: return allocate(static_cast<const Allocate*>(n));
+      case NodeKind::LetStmt: {
+        auto* l = static_cast<const LetStmt*>(n);
+        vars_[l->var.get()] = emit(l->value);
+        emit(l->body);
+        vars_.erase(l->var.get());
+        return;
+      }
+      case NodeKind::Evaluate: emit(static_cast<const Evaluate*>(n)->value); return;
+      case NodeKind::AttrStmt: emit(static_cast<const AttrStmt*>(n)->body); return;
+      default: throw InternalError("codegen: unlowered statement " + to_string_kind(n->kind));
+    }
+  }
+
+  static std::string to_string_kind(NodeKind k) { return std::to_string(int(k)); }
+
+  void store(const Store* st) {
+    DType et = buffer_type_.at(st->buffer.get());
+    llvm::Value* v = emit(st->value);
+    DType t = st->value.dtype();
+    if (t.is_bool()) v = b_.CreateZExt(v, mem_type(t));
+    Expr base;
+    if (t.is_scalar()) {
+      b_.CreateAlignedStore(v, element_ptr(st->buffer, emit(st->index)), elem_align(et));
+    } else if (dense(st->index, &base)) {
+      b_.CreateAlignedStore(v, element_ptr(st->buffer, emit(base)), elem_align(et));
+    } else {
+      b_.CreateMaskedScatter(v, element_ptr(st->buffer, emit(st->index)), elem_align(et));
+    }
+  }
+
+  void branch(const IfThenElse* op) {
+    llvm::Value* c = emit(op->cond);
+    auto* then_bb = llvm::BasicBlock::Create(ctx_, "then", fn_);
+    auto* else_bb = op->else_case.defined() ? llvm::BasicBlock::Create(ctx_, "else", fn_) : nullptr;
+    auto* end_bb = llvm::BasicBlock::Create(ctx_, "endif", fn_);
+    b_.CreateCondBr(c, then_bb, else_bb ? else_bb : end_bb);
+    b_.SetInsertPoint(then_bb);
+    emit(op->then_case);
+    b_.CreateBr(end_bb);
+    if (else_bb) {
+      b_.SetInsertPoint(else_bb);
+      emit(op->else_case);
+      b_.CreateBr(end_bb);
+    }
+    b_.SetInsertPoint(end_bb);
+  }
+
+  void allocate(const Allocate* op) {
+    int64_t bytes = op->size * op->dtype.bytes();
+    llvm::Type* et = mem_type(op->dtype);
+    buffer_type_[op->buffer.get()] = op->dtype;
+    if (bytes <= kMaxStackBytes) {
+      llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
+      auto* a = eb.CreateAlloca(et, eb.getInt64(op->size), op->buffer.name());
+      a->setAlignment(llvm::Align(64));
+      vars_[op->buffer.get()] = a;
+      emit(op->body);
+    } else {
+      llvm::FunctionCallee alloc = mod_.getOrInsertFunction("tessel_alloc", b_.getPtrTy(), b_.getInt64Ty());
+      llvm::FunctionCallee release = mod_.getOrInsertFunction("tessel_free", b_.getVoidTy(), b_.getPtrTy());
+      llvm::Value* p = b_.CreateCall(alloc, {b_.getInt64(bytes)}, op->buffer.name());
+      vars_[op->buffer.get()] = p;
+      emit(op->body);
+      b_.CreateCall(release, {p});
+    }
+    vars_.erase(op->buffer.get());
+  }
+
+  // for (v = min; v < min + extent; ++v) body, with `body_fn` emitting the body.
+  void serial_loop(llvm::Value* mn, llvm::Value* extent, const VarNode* var, const Stmt& body) {
+    llvm::Type* it = mn->getType();
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "for." + var->name, fn_);
+    auto* body_bb = llvm::BasicBlock::Create(ctx_, "for.body." + var->name, fn_);
+    auto* exit_bb = llvm::BasicBlock::Create(ctx_, "for.end." + var->name, fn_);
+    llvm::Value* end = b_.CreateAdd(mn, extent);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* phi = b_.CreatePHI(it, 2, var->name);
+    phi->addIncoming(mn, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(phi, end), body_bb, exit_bb);
+    b_.SetInsertPoint(body_bb);
+    vars_[var] = phi;
+    emit(body);
+    vars_.erase(var);
+    llvm::Value* next = b_.CreateAdd(phi, llvm::ConstantInt::get(it, 1), "", true, true);
+    phi->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit_bb);
+  }
+
+  void loop(const For* op) {
+    if (op->for_kind == ForKind::Parallel && !in_parallel_) return parallel_loop(op);
+    TESSEL_INTERNAL_CHECK(op->for_kind != ForKind::ThreadBound, "thread-bound loop reached the CPU back end");
+    serial_loop(emit(op->min), emit(op->extent), op->var.var_node(), op->body);
+  }
+
+  // Variables and buffers the statement reads but does not define, in first-use order.
+  std::vector<const ExprNode*> free_vars(const Stmt& s) {
+    std::set<const ExprNode*> defined, seen;
+    std::vector<const ExprNode*> out;
+    auto use = [&](const ExprNode* v) {
+      if (!defined.count(v) && vars_.count(v) && seen.insert(v).second) out.push_back(v);
+    };
+    visit_stmts(s, [&](const Stmt& st) {
+      if (auto* f = st.as<For>()) defined.insert(f->var.get());
+      if (auto* l = st.as<LetStmt>()) defined.insert(l->var.get());
+      if (auto* a = st.as<Allocate>()) defined.insert(a->buffer.get());
+      if (auto* w = st.as<Store>()) use(w->buffer.get());
+    });
+    visit_exprs(s, [&](const Expr& e) {
+      if (auto* l = e.as<Let>()) defined.insert(l->var.get());
+      if (auto* l = e.as<Load>()) use(l->buffer.get());
+      if (e.as<Variable>()) use(e.get());
+    });
+    return out;
+  }
+
+  // The loop body becomes `void f(i64 begin, i64 end, ptr closure)`; the closure carries
+  // the buffers and variables it uses. The runtime splits [0, extent) across threads.
+  void parallel_loop(const For* op) {
+    std::vector<const ExprNode*> captured = free_vars(op->body);
+    std::vector<llvm::Type*> fields;
+    for (auto* v : captured) fields.push_back(vars_.at(v)->getType());
+    auto* closure_ty = llvm::StructType::get(ctx_, fields);
+    llvm::Value* mn = emit(op->min);
+    llvm::Value* extent = emit(op->extent);
+
+    // Caller side: fill the closure on the stack and hand it to the pool.
+    llvm::Value* closure;
+    {
+      llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
+      closure = eb.CreateAlloca(closure_ty);
+    }
+    for (size_t i = 0; i < captured.size(); ++i)
+      b_.CreateStore(vars_.at(captured[i]), b_.CreateStructGEP(closure_ty, closure, unsigned(i)));
+
+    std::string name = fn_->getName().str() + ".par" + std::to_string(par_count_++);
+    llvm::Type* i64 = b_.getInt64Ty();
+    llvm::Type* ptr = b_.getPtrTy();
+    // Outlined impl with noalias buffer parameters (kept separate so LLVM sees them).
+    std::vector<llvm::Type*> impl_params{i64, i64};
+    impl_params.insert(impl_params.end(), fields.begin(), fields.end());
+    auto* impl = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), impl_params, false),
+                                        llvm::Function::InternalLinkage, name + ".impl", mod_);
+    set_attrs(impl);
+    for (size_t i = 0; i < captured.size(); ++i)
+      if (fields[i]->isPointerTy()) impl->addParamAttr(unsigned(i + 2), llvm::Attribute::NoAlias);
+    auto* task = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, ptr}, false),
+                                        llvm::Function::InternalLinkage, name, mod_);
+    set_attrs(task);
+
+    // Save the caller's state, emit the impl.
+    auto saved_vars = vars_;
+    auto saved_fn = fn_;
+    auto saved_entry = entry_;
+    auto saved_ip = b_.saveIP();
+    bool saved_par = in_parallel_;
+    in_parallel_ = true;
+    begin_function(impl);
+    vars_.clear();
+    for (size_t i = 0; i < captured.size(); ++i) vars_[captured[i]] = impl->getArg(unsigned(i + 2));
+    llvm::Type* it = mn->getType();
+    llvm::Value* begin = b_.CreateTrunc(impl->getArg(0), it);
+    llvm::Value* end = b_.CreateTrunc(impl->getArg(1), it);
+    serial_loop(begin, b_.CreateSub(end, begin), op->var.var_node(), op->body);
+    b_.CreateRetVoid();
+
+    // The task trampoline unpacks the closure.
+    begin_function(task);
+    std::vector<llvm::Value*> args{task->getArg(0), task->getArg(1)};
+    for (size_t i = 0; i < captured.size(); ++i)
+      args.push_back(b_.CreateLoad(fields[i], b_.CreateStructGEP(closure_ty, task->getArg(2), unsigned(i))));
+    b_.CreateCall(impl, args);
+    b_.CreateRetVoid();
+
+    vars_ = saved_vars;
+    fn_ = saved_fn;
+    entry_ = saved_entry;
+    b_.restoreIP(saved_ip);
+    in_parallel_ = saved_par;
+
+    // Iterations [min, min+extent): the task receives absolute bounds.
+    llvm::FunctionCallee pfor = mod_.getOrInsertFunction("tessel_parallel_for", b_.getVoidTy(), ptr, ptr, i64, i64);
+    b_.CreateCall(pfor, {task, closure, b_.CreateSExt(mn, i64), b_.CreateSExt(b_.CreateAdd(mn, extent), i64)});
+  }
+
+  llvm::LLVMContext& ctx_;
+  llvm::Module& mod_;
+  llvm::IRBuilder<> b_;
+  TargetInfo target_;
+  llvm::Function* fn_ = nullptr;
+  llvm::BasicBlock* entry_ = nullptr;
+  std::unordered_map<const ExprNode*, llvm::Value*> vars_;
+  std::unordered_map<const ExprNode*, DType> buffer_type_;
+  bool in_parallel_ = false;
+  int par_count_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<llvm::Module> codegen_llvm(const LoweredProgram& prog, llvm::LLVMContext& ctx,
+                                           const TargetInfo& target) {
+  auto mod = std::make_unique<llvm::Module>(prog.func.name, ctx);
+  CodeGen cg(ctx, *mod, target);
+  cg.emit_kernel(prog);
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyModule(*mod, &os)) throw InternalError("generated LLVM IR does not verify: " + os.str());
+  return mod;
+}
+
+}  // namespace tessel

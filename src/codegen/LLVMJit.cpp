@@ -1,0 +1,169 @@
+#include "codegen/LLVMJit.h"
+
+#include <mutex>
+#include <sstream>
+
+#include "codegen/LLVMHeaders.h"
+#include "runtime/Runtime.h"
+#include "tessel/build.h"
+
+namespace tessel {
+namespace {
+
+void init_llvm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+template <typename T>
+T check(llvm::Expected<T> v, const char* what) {
+  if (!v) throw InternalError(std::string(what) + ": " + llvm::toString(v.takeError()));
+  return std::move(*v);
+}
+
+llvm::orc::JITTargetMachineBuilder machine_builder(const TargetInfo& t) {
+  auto jtmb = check(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host");
+  jtmb.setCPU(t.cpu);
+  llvm::SubtargetFeatures f;
+  std::stringstream ss(t.features);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) f.AddFeature(item);
+  jtmb.getFeatures() = f;
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  return jtmb;
+}
+
+}  // namespace
+
+std::string host_cpu_name() { return llvm::sys::getHostCPUName().str(); }
+
+std::vector<std::string> host_cpu_features() {
+  std::vector<std::string> out;
+  for (auto& kv : llvm::sys::getHostCPUFeatures())
+    if (kv.second) out.push_back(kv.first().str());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TargetInfo parse_llvm_target(const std::string& target) {
+  std::stringstream ss(target);
+  std::string kind;
+  ss >> kind;
+  TESSEL_USER_CHECK(kind == "llvm", "unknown target '", target, "'; the CPU target is \"llvm\" (optionally with "
+                    "-mcpu=NAME -mattr=+feat,...)");
+  TargetInfo t;
+  t.cpu = host_cpu_name();
+  std::string feats;
+  for (auto& f : host_cpu_features()) feats += (feats.empty() ? "+" : ",+") + f;
+  t.features = feats;
+  for (std::string opt; ss >> opt;) {
+    if (opt.rfind("-mcpu=", 0) == 0) {
+      t.cpu = opt.substr(6);
+      t.features.clear();  // the named CPU's own features
+    } else if (opt.rfind("-mattr=", 0) == 0) {
+      t.features += (t.features.empty() ? "" : ",") + opt.substr(7);
+    } else {
+      throw Error("target '" + target + "': unknown option '" + opt + "'; known: -mcpu=NAME, -mattr=+a,-b");
+    }
+  }
+  t.avx512 = t.features.find("+avx512f") != std::string::npos ||
+             (t.features.empty() && (t.cpu.find("znver4") != std::string::npos || t.cpu.find("znver5") != std::string::npos ||
+                                     t.cpu.find("skylake-avx512") != std::string::npos ||
+                                     t.cpu.find("sapphirerapids") != std::string::npos));
+  init_llvm();
+  std::string err;
+  const llvm::Target* lt = llvm::TargetRegistry::lookupTarget(llvm::sys::getProcessTriple(), err);
+  TESSEL_USER_CHECK(lt, "no LLVM target for this machine: ", err);
+  return t;
+}
+
+struct JitKernel::Impl {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::unique_ptr<llvm::TargetMachine> tm;
+  llvm::orc::ThreadSafeContext ctx;    // shared with the JIT; outlives `copy`
+  std::unique_ptr<llvm::Module> copy;  // the optimised module, kept for asm/object output
+};
+
+JitKernel::JitKernel(const LoweredProgram& prog, const TargetInfo& target) : impl_(std::make_unique<Impl>()) {
+  init_llvm();
+  auto jtmb = machine_builder(target);
+  impl_->tm = check(jtmb.createTargetMachine(), "creating the target machine");
+  impl_->ctx = llvm::orc::ThreadSafeContext(std::make_unique<llvm::LLVMContext>());
+  std::unique_ptr<llvm::Module> mod = codegen_llvm(prog, *impl_->ctx.getContext(), target);
+  mod->setDataLayout(impl_->tm->createDataLayout());
+  mod->setTargetTriple(impl_->tm->getTargetTriple().str());
+
+  {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb(impl_->tm.get());
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+    mpm.run(*mod, mam);
+  }
+  {
+    llvm::raw_string_ostream os(ir_);
+    mod->print(os, nullptr);
+  }
+  impl_->copy = llvm::CloneModule(*mod);
+
+  impl_->jit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "creating the JIT");
+  auto& jd = impl_->jit->getMainJITDylib();
+  auto& es = impl_->jit->getExecutionSession();
+  llvm::orc::SymbolMap rt;
+  auto add = [&](const char* name, void* fn) {
+    rt[es.intern(name)] = {llvm::orc::ExecutorAddr::fromPtr(fn), llvm::JITSymbolFlags::Exported};
+  };
+  add("tessel_parallel_for", reinterpret_cast<void*>(&tessel_parallel_for));
+  add("tessel_alloc", reinterpret_cast<void*>(&tessel_alloc));
+  add("tessel_free", reinterpret_cast<void*>(&tessel_free));
+  if (auto err = jd.define(llvm::orc::absoluteSymbols(rt))) throw InternalError(llvm::toString(std::move(err)));
+  // libm (expf, tanhf, erff, ...) from this process.
+  jd.addGenerator(check(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+                            impl_->jit->getDataLayout().getGlobalPrefix()),
+                        "adding process symbols"));
+  std::string name = prog.func.name;
+  if (auto err = impl_->jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(mod), impl_->ctx)))
+    throw InternalError(llvm::toString(std::move(err)));
+  auto addr = check(impl_->jit->lookup(name), "looking up the kernel");
+  entry_ = addr.toPtr<Entry>();
+}
+
+JitKernel::~JitKernel() = default;
+
+namespace {
+std::string emit_file(llvm::TargetMachine& tm, llvm::Module& mod, llvm::CodeGenFileType type) {
+  llvm::SmallVector<char, 0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr, type)) throw InternalError("LLVM cannot emit this file type");
+  pm.run(mod);
+  return std::string(buf.begin(), buf.end());
+}
+}  // namespace
+
+std::string JitKernel::assembly() const {
+  auto m = llvm::CloneModule(*impl_->copy);
+  return emit_file(*impl_->tm, *m, llvm::CodeGenFileType::AssemblyFile);
+}
+
+void JitKernel::write_object(const std::string& path) const {
+  auto m = llvm::CloneModule(*impl_->copy);
+  std::string obj = emit_file(*impl_->tm, *m, llvm::CodeGenFileType::ObjectFile);
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec);
+  TESSEL_USER_CHECK(!ec, "cannot write object file '", path, "': ", ec.message());
+  out << obj;
+}
+
+}  // namespace tessel

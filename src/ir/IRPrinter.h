@@ -1,0 +1,10 @@
+#pragma once
+/** \file Human-readable text of expressions and loop programs. */
+#include <string>
+
+#include "ir/IR.h"
+
+namespace tessel {
+std::string to_string(const Expr& e);
+std::string to_string(const Stmt& s);
+}  // namespace tessel

@@ -1,0 +1,106 @@
+#include "passes/Lower.h"
+
+#include <chrono>
+#include <iostream>
+#include <set>
+
+#include "ir/IRPrinter.h"
+#include "ir/Simplify.h"
+#include "schedule/ScheduleState.h"
+#include "schedule/StageNest.h"
+
+namespace tessel {
+namespace {
+
+std::vector<ArgBuffer> bind_args(const ScheduleState& st, const std::vector<Tensor>& args) {
+  std::vector<ArgBuffer> out;
+  std::set<std::string> names;
+  for (auto& t : args) {
+    TESSEL_USER_CHECK(t.defined(), "build/lower: an argument tensor is undefined");
+    TESSEL_USER_CHECK(names.insert(t.name()).second, "build/lower: tensor '", t.name(), "' is listed twice in the arguments");
+    int i = st.find_stage(t.name());
+    TESSEL_USER_CHECK(i >= 0, "build/lower: argument '", t.name(), "' is not part of this computation; its tensors are ",
+                      st.stage_list());
+    // The schedule may have rebuilt the op (cache_read/cache_write rewrite readers), so
+    // bind by name to the schedule's current op.
+    out.push_back(ArgBuffer{st.stages[i].op, Var(t.name(), handle)});
+  }
+  for (auto& o : st.outputs)
+    TESSEL_USER_CHECK(names.count(o.name()), "build/lower: output '", o.name(),
+                      "' must be in the argument list, or its result would be lost");
+  for (auto& s : st.stages)
+    if (s.is_placeholder())
+      TESSEL_USER_CHECK(names.count(s.name) || st.readers(s.name).empty(), "build/lower: input '", s.name,
+                        "' is read by the computation but is not in the argument list");
+  return out;
+}
+
+}  // namespace
+
+LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& args, const std::string& name,
+                             const LowerOptions& opts) {
+  const ScheduleState& st = sch.state();
+  LoweredProgram out;
+  out.args = bind_args(st, args);
+  auto log = [&](const char* pass, const Stmt& s) {
+    if (opts.dump) opts.dump(pass, to_string(s));
+    else if (opts.dump_passes) std::cerr << "// ---- after " << pass << " ----\n" << to_string(s);
+  };
+
+  for (auto& s : st.stages)
+    for (auto& a : s.axes)
+      TESSEL_USER_CHECK(a.annotation != ForKind::ThreadBound, "stage '", s.name, "': axis '", a.name,
+                        "' is bound to ", a.thread_tag,
+                        "; the CPU (llvm) target runs no GPU threads. Build for a GPU target, or drop the bind");
+
+  LoopProgram prog = infer_bounds(st);
+  Stmt s = make_loop_nest(st, prog);
+  log("make_loop_nest", s);
+  s = simplify(s);
+  log("simplify", s);
+  s = remove_true_guards(s);
+  log("remove_true_guards", s);
+  std::map<std::string, std::vector<std::pair<int, std::pair<int64_t, int64_t>>>> align;
+  for (auto& stage : st.stages)
+    if (!stage.align.empty()) align[stage.name] = stage.align;
+  s = storage_flatten(s, out.args, align);
+  log("storage_flatten", s);
+  s = vectorize_loops(s);
+  log("vectorize_loops", s);
+  s = unroll_loops(s);
+  log("unroll_loops", s);
+  s = simplify(s);
+  log("simplify", s);
+  s = storage_rewrite(s);
+  log("storage_rewrite", s);
+
+  out.func.name = name;
+  for (auto& a : out.args) out.func.args.push_back(Tensor(a.op));
+  out.func.body = s;
+  return out;
+}
+
+LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args, const std::string& name,
+                  const LowerOptions& opts) {
+  return lower_program(sch, args, name, opts).func;
+}
+
+std::string LoweredFunc::str() const {
+  std::string s = "func " + name + "(";
+  for (size_t i = 0; i < args.size(); ++i) {
+    s += (i ? ", " : "") + args[i].name() + ": " + args[i].dtype().str() + "[";
+    for (size_t d = 0; d < args[i].shape().size(); ++d) s += (d ? ", " : "") + std::to_string(args[i].shape()[d]);
+    s += "]";
+  }
+  s += ") {\n";
+  std::string body = to_string(this->body);
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t nl = body.find('\n', pos);
+    s += "  " + body.substr(pos, nl - pos + 1);
+    pos = nl == std::string::npos ? body.size() : nl + 1;
+  }
+  return s + "}\n";
+}
+
+}  // namespace tessel

@@ -1,0 +1,90 @@
+#include <numeric>
+
+#include "ir/IRMutator.h"
+#include "ir/Simplify.h"
+#include "passes/Passes.h"
+
+namespace tessel {
+namespace {
+
+struct FlatBuffer {
+  Var buffer;
+  std::vector<Expr> mins;
+  std::vector<int64_t> strides;
+};
+
+class Flattener : public IRMutator {
+ public:
+  std::map<const OperationNode*, FlatBuffer> buffers;
+  const std::map<std::string, std::vector<std::pair<int, std::pair<int64_t, int64_t>>>>* align;
+
+  static std::vector<int64_t> row_major(const std::vector<int64_t>& ext,
+                                        const std::vector<std::pair<int, std::pair<int64_t, int64_t>>>* al) {
+    std::vector<int64_t> strides(ext.size(), 1);
+    for (int d = int(ext.size()) - 2; d >= 0; --d) {
+      int64_t s = strides[d + 1] * ext[d + 1];
+      if (al)
+        for (auto& [dim, fo] : *al)
+          if (dim == d) {
+            auto [factor, offset] = fo;
+            while (s % factor != offset) ++s;
+          }
+      strides[d] = s;
+    }
+    return strides;
+  }
+
+  using IRMutator::mutate;
+
+  Expr flat_index(const OperationNode* op, const std::vector<Expr>& idx) {
+    auto it = buffers.find(op);
+    TESSEL_USER_CHECK(it != buffers.end(), "tensor '", op->name,
+                      "' is read or written by the kernel but is neither an argument nor computed by the "
+                      "schedule; add it to the argument list");
+    const FlatBuffer& b = it->second;
+    Expr index;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      Expr term = (idx[d] - b.mins[d]) * make_int(b.strides[d]);
+      index = index.defined() ? index + term : term;
+    }
+    return simplify(index.defined() ? index : make_int(0));
+  }
+
+  Expr visit(const TensorLoad* op, const Expr& e) override {
+    Expr r = IRMutator::visit(op, e);
+    const TensorLoad* l = r.as<TensorLoad>();
+    return Load::make(op->type, buffers.at(op->op.get()).buffer, flat_index(op->op.get(), l->indices));
+  }
+  Stmt visit(const TensorStore* op, const Stmt& s) override {
+    Expr v = mutate(op->value);
+    std::vector<Expr> idx;
+    for (auto& i : op->indices) idx.push_back(mutate(i));
+    Expr index = flat_index(op->op.get(), idx);
+    return Store::make(buffers.at(op->op.get()).buffer, v, index);
+  }
+  Stmt visit(const Realize* op, const Stmt& s) override {
+    auto al = align->find(op->op->name);
+    FlatBuffer b{Var(op->op->name, handle), op->mins,
+                 row_major(op->extents, al == align->end() ? nullptr : &al->second)};
+    int64_t size = op->extents.empty() ? 1 : b.strides[0] * op->extents[0];
+    buffers[op->op.get()] = b;
+    Stmt body = mutate(op->body);
+    buffers.erase(op->op.get());
+    return Allocate::make(b.buffer, op->op->dtype, size, op->scope, body);
+  }
+};
+
+}  // namespace
+
+Stmt storage_flatten(const Stmt& s, const std::vector<ArgBuffer>& args,
+                     const std::map<std::string, std::vector<std::pair<int, std::pair<int64_t, int64_t>>>>& align) {
+  Flattener f;
+  f.align = &align;
+  for (auto& a : args) {
+    std::vector<Expr> mins(a.op->shape.size(), make_int(0));
+    f.buffers[a.op.get()] = FlatBuffer{a.buffer, mins, Flattener::row_major(a.op->shape, nullptr)};
+  }
+  return f.mutate(s);
+}
+
+}  // namespace tessel

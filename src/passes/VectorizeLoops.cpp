@@ -1,0 +1,144 @@
+// Turns each vectorized loop into one vector statement: the loop variable becomes
+// Ramp(0, 1, lanes) and every expression that depends on it is widened; what does not
+// depend on it stays scalar and is broadcast where it meets a vector. A loop whose body
+// cannot be widened (a branch on the lane, a store of lanes to one address, a nested
+// allocation) stays a scalar loop: correct, if slower.
+#include "ir/IRMutator.h"
+#include "ir/IRVisitor.h"
+#include "ir/Simplify.h"
+#include "passes/Passes.h"
+
+namespace tessel {
+namespace {
+
+struct NotVectorizable {};
+
+Expr widen(const Expr& e, int lanes) {
+  if (e.dtype().lanes == lanes) return e;
+  TESSEL_INTERNAL_CHECK(e.dtype().is_scalar(), "widening a ", e.dtype().str(), " to ", lanes, " lanes");
+  return Broadcast::make(e, lanes);
+}
+
+class Widen : public IRMutator {
+ public:
+  Widen(const Var& v, int lanes) : var_(v), lanes_(lanes) {}
+  using IRMutator::mutate;
+
+ protected:
+  Expr visit(const Variable* op, const Expr& e) override {
+    if (op == var_.get()) return Ramp::make(make_int(0, op->type), make_int(1, op->type), lanes_);
+    return e;
+  }
+
+  Expr binary(const Expr& e, const BinaryNode* op) {
+    Expr a = mutate(op->a), b = mutate(op->b);
+    if (a.same_as(op->a) && b.same_as(op->b)) return e;
+    if (a.dtype().is_scalar() && b.dtype().is_scalar()) return rebuild_binary(e, a, b);
+    const Ramp* ra = a.as<Ramp>();
+    const Ramp* rb = b.as<Ramp>();
+    NodeKind k = e.get()->kind;
+    // Keep index arithmetic in ramp form so loads become dense or strided.
+    if (k == NodeKind::Add || k == NodeKind::Sub) {
+      if (ra && b.dtype().is_scalar())
+        return Ramp::make(rebuild_binary(e, ra->base, b), ra->stride, lanes_);
+      if (rb && a.dtype().is_scalar() && k == NodeKind::Add)
+        return Ramp::make(a + rb->base, rb->stride, lanes_);
+      if (ra && rb)
+        return Ramp::make(rebuild_binary(e, ra->base, rb->base), rebuild_binary(e, ra->stride, rb->stride), lanes_);
+    }
+    if (k == NodeKind::Mul) {
+      if (ra && b.dtype().is_scalar()) return Ramp::make(ra->base * b, ra->stride * b, lanes_);
+      if (rb && a.dtype().is_scalar()) return Ramp::make(a * rb->base, a * rb->stride, lanes_);
+    }
+    return rebuild_binary(e, widen(a, lanes_), widen(b, lanes_));
+  }
+
+#define TESSEL_BIN(N) \
+  Expr visit(const N* op, const Expr& e) override { return binary(e, op); }
+  TESSEL_BIN(Add) TESSEL_BIN(Sub) TESSEL_BIN(Mul) TESSEL_BIN(Div) TESSEL_BIN(Mod) TESSEL_BIN(Min)
+  TESSEL_BIN(Max) TESSEL_BIN(EQ) TESSEL_BIN(NE) TESSEL_BIN(LT) TESSEL_BIN(LE) TESSEL_BIN(GT)
+  TESSEL_BIN(GE) TESSEL_BIN(And) TESSEL_BIN(Or)
+#undef TESSEL_BIN
+
+  Expr visit(const Select* op, const Expr& e) override {
+    Expr c = mutate(op->cond), t = mutate(op->t), f = mutate(op->f);
+    if (c.dtype().is_scalar() && t.dtype().is_scalar() && f.dtype().is_scalar()) return IRMutator::visit(op, e);
+    return Select::make(widen(c, lanes_), widen(t, lanes_), widen(f, lanes_));
+  }
+  Expr visit(const Call* op, const Expr& e) override {
+    std::vector<Expr> args;
+    bool vec = false;
+    for (auto& a : op->args) args.push_back(mutate(a)), vec |= args.back().dtype().is_vector();
+    if (!vec) return IRMutator::visit(op, e);
+    for (auto& a : args) a = widen(a, lanes_);
+    return Call::make(op->type.with_lanes(lanes_), op->op, args);
+  }
+  Expr visit(const Let*, const Expr&) override { throw NotVectorizable(); }
+  Expr visit(const Reduce*, const Expr&) override { throw NotVectorizable(); }
+
+  Stmt visit(const Store* op, const Stmt& s) override {
+    Expr v = mutate(op->value), i = mutate(op->index);
+    if (i.dtype().is_scalar()) {
+      // Every lane would write the same element: only a serial loop keeps the last write.
+      if (v.dtype().is_vector()) throw NotVectorizable();
+      return IRMutator::visit(op, s);
+    }
+    return Store::make(op->buffer, widen(v, lanes_), i);
+  }
+  Stmt visit(const IfThenElse* op, const Stmt& s) override {
+    Expr c = mutate(op->cond);
+    if (c.dtype().is_vector()) throw NotVectorizable();
+    return IfThenElse::make(c, mutate(op->then_case), mutate(op->else_case));
+  }
+  Stmt visit(const For* op, const Stmt& s) override {
+    Expr mn = mutate(op->min), ext = mutate(op->extent);
+    if (mn.dtype().is_vector() || ext.dtype().is_vector()) throw NotVectorizable();
+    return For::make(op->var, mn, ext, op->for_kind == ForKind::Parallel ? ForKind::Serial : op->for_kind,
+                     mutate(op->body), op->thread_tag);
+  }
+  Stmt visit(const LetStmt* op, const Stmt& s) override {
+    Expr v = mutate(op->value);
+    if (v.dtype().is_vector()) throw NotVectorizable();
+    return LetStmt::make(op->var, v, mutate(op->body));
+  }
+  Stmt visit(const Allocate*, const Stmt&) override { throw NotVectorizable(); }
+
+ private:
+  Var var_;
+  int lanes_;
+};
+
+class VectorizeLoops : public IRMutator {
+ public:
+  using IRMutator::mutate;
+
+ protected:
+  Stmt visit(const For* op, const Stmt& s) override {
+    Stmt body = mutate(op->body);
+    int64_t lanes;
+    if (op->for_kind != ForKind::Vectorized) {
+      return body.same_as(op->body) ? s : For::make(op->var, op->min, op->extent, op->for_kind, body, op->thread_tag);
+    }
+    auto serial = [&] { return For::make(op->var, op->min, op->extent, ForKind::Serial, body); };
+    if (!is_const_int(op->extent, &lanes) || lanes > 64 || !is_zero(op->min)) return serial();
+    if (lanes == 1) return substitute(body, op->var, op->min);
+    bool has_vectors = false;
+    visit_exprs(body, [&](const Expr& e) { has_vectors |= e.dtype().is_vector(); });
+    if (has_vectors) return serial();
+    try {
+      Widen w(op->var, int(lanes));
+      return w.mutate(body);
+    } catch (const NotVectorizable&) {
+      return serial();
+    }
+  }
+};
+
+}  // namespace
+
+Stmt vectorize_loops(const Stmt& s) {
+  VectorizeLoops v;
+  return v.mutate(s);
+}
+
+}  // namespace tessel

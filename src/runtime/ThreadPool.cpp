@@ -1,0 +1,141 @@
+// A fixed pool of worker threads for parallel loops. The calling thread takes the first
+// chunk itself, so a 2-thread run uses one worker. Workers spin briefly before sleeping:
+// kernels launch parallel loops back to back and a futex wake-up per launch would cost
+// more than small loop bodies.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/Runtime.h"
+#include "tessel/build.h"
+#include "tessel/error.h"
+
+namespace tessel {
+namespace {
+
+class ThreadPool {
+ public:
+  static ThreadPool& get() {
+    static ThreadPool pool;
+    return pool;
+  }
+
+  int size() const { return threads_; }
+
+  void resize(int n) {
+    TESSEL_USER_CHECK(n >= 1, "set_num_threads(", n, "): need at least one thread");
+    std::lock_guard<std::mutex> run(run_mu_);
+    stop_workers();
+    threads_ = n;
+    start_workers();
+  }
+
+  void run(void (*task)(int64_t, int64_t, void*), void* closure, int64_t begin, int64_t end) {
+    int64_t n = end - begin;
+    if (n <= 0) return;
+    int chunks = int(std::min<int64_t>(threads_, n));
+    if (chunks == 1 || in_worker_) {
+      task(begin, end, closure);
+      return;
+    }
+    std::lock_guard<std::mutex> run(run_mu_);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      task_ = task, closure_ = closure, begin_ = begin, end_ = end, chunks_ = chunks;
+      pending_.store(chunks - 1);
+      generation_.fetch_add(1);
+    }
+    cv_.notify_all();
+    task(begin, chunk_end(0), closure);
+    while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  }
+
+ private:
+  ThreadPool() {
+    int n = int(std::thread::hardware_concurrency());
+    if (const char* env = std::getenv("TESSEL_NUM_THREADS")) n = std::max(1, std::atoi(env));
+    threads_ = std::max(1, n);
+    start_workers();
+  }
+  ~ThreadPool() { stop_workers(); }
+
+  int64_t chunk_begin(int c) const { return begin_ + (end_ - begin_) * c / chunks_; }
+  int64_t chunk_end(int c) const { return begin_ + (end_ - begin_) * (c + 1) / chunks_; }
+
+  void start_workers() {
+    stopping_ = false;
+    uint64_t gen = generation_.load();  // read before the threads exist, so no launch is missed
+    for (int w = 1; w < threads_; ++w) workers_.emplace_back([this, w, gen] { worker(w, gen); });
+  }
+  void stop_workers() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stopping_ = true;
+      generation_.fetch_add(1);
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+  }
+
+  void worker(int id, uint64_t seen) {
+    in_worker_ = true;
+    for (;;) {
+      // Spin a little for the next launch, then sleep.
+      for (int i = 0; i < 20000 && generation_.load(std::memory_order_acquire) == seen; ++i)
+        std::this_thread::yield();
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return generation_.load() != seen; });
+      seen = generation_.load();
+      if (stopping_) return;
+      auto task = task_;
+      void* closure = closure_;
+      bool mine = id < chunks_;
+      lk.unlock();
+      if (mine) {
+        task(chunk_begin(id), chunk_end(id), closure);
+        pending_.fetch_sub(1, std::memory_order_release);
+      }
+    }
+  }
+
+  int threads_ = 1;
+  std::vector<std::thread> workers_;
+  std::mutex mu_, run_mu_;
+  std::condition_variable cv_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  bool stopping_ = false;
+  void (*task_)(int64_t, int64_t, void*) = nullptr;
+  void* closure_ = nullptr;
+  int64_t begin_ = 0, end_ = 0;
+  int chunks_ = 1;
+  static thread_local bool in_worker_;
+};
+
+thread_local bool ThreadPool::in_worker_ = false;
+
+}  // namespace
+
+void set_num_threads(int n) { ThreadPool::get().resize(n); }
+int num_threads() { return ThreadPool::get().size(); }
+
+}  // namespace tessel
+
+extern "C" void tessel_parallel_for(void (*task)(int64_t, int64_t, void*), void* closure, int64_t begin,
+                                    int64_t end) {
+  tessel::ThreadPool::get().run(task, closure, begin, end);
+}
+
+extern "C" void* tessel_alloc(int64_t bytes) {
+  void* p = std::aligned_alloc(64, size_t((bytes + 63) / 64 * 64));
+  if (!p) std::abort();  // the kernel has no way to report it; out of memory is fatal
+  return p;
+}
+
+extern "C" void tessel_free(void* p) { std::free(p); }
