@@ -1,0 +1,173 @@
+// Padding, convolutions in NCHW, NHWC and NCHW[x]c, depthwise convolution, layout transforms.
+#include "schedules/Common.h"
+
+namespace tessel::ops {
+
+Tensor pad(const Tensor& X, const std::vector<int64_t>& before, const std::vector<int64_t>& after, double value,
+           const std::string& name) {
+  size_t nd = X.shape().size();
+  TESSEL_USER_CHECK(before.size() == nd && after.size() == nd, "pad: give one before/after amount per dimension of ",
+                    X.name(), shape_str(X.shape()));
+  std::vector<int64_t> shape(nd);
+  bool any = false;
+  for (size_t d = 0; d < nd; ++d) {
+    TESSEL_USER_CHECK(before[d] >= 0 && after[d] >= 0, "pad: amounts must be >= 0");
+    shape[d] = X.shape()[d] + before[d] + after[d];
+    any |= before[d] || after[d];
+  }
+  if (!any) return X;
+  return compute(shape, ComputeFn([&](const std::vector<Var>& v) {
+    Expr inside;
+    std::vector<Expr> idx;
+    for (size_t d = 0; d < nd; ++d) {
+      Expr i = v[d] - int(before[d]);
+      idx.push_back(i);
+      if (before[d] || after[d]) {
+        Expr c = (v[d] >= int(before[d])) && (i < int(X.shape()[d]));
+        inside = inside.defined() ? (inside && c) : c;
+      }
+    }
+    // The read is clamped so that it stays in bounds even where the select drops it.
+    for (size_t d = 0; d < nd; ++d)
+      if (before[d] || after[d]) idx[d] = max(min(idx[d], int(X.shape()[d] - 1)), 0);
+    return select(inside, X(idx), make_const(X.dtype(), value));
+  }), name, "pad");
+}
+
+namespace {
+int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil, const char* op, const char* dim) {
+  int64_t o = (in + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+  TESSEL_USER_CHECK(o > 0, op, ": the ", dim, " output size is ", o, " (input ", in, ", kernel ", k, ", stride ",
+                    stride, ", padding ", pad, ", dilation ", dil, "); the kernel does not fit");
+  return o;
+}
+void check_params(const Conv2dParams& p, const char* op) {
+  TESSEL_USER_CHECK(p.stride_h > 0 && p.stride_w > 0, op, ": strides must be positive");
+  TESSEL_USER_CHECK(p.dilation_h > 0 && p.dilation_w > 0, op, ": dilations must be positive");
+  TESSEL_USER_CHECK(p.pad_h >= 0 && p.pad_w >= 0, op, ": padding must be >= 0");
+  TESSEL_USER_CHECK(p.groups > 0, op, ": groups must be positive");
+}
+}  // namespace
+
+Tensor conv2d_nchw(const Tensor& X, const Tensor& W, const Conv2dParams& p, const std::string& name) {
+  check_rank("conv2d_nchw", "X", X, 4);
+  check_rank("conv2d_nchw", "W", W, 4);
+  check_params(p, "conv2d_nchw");
+  auto& xs = X.shape();
+  auto& ws = W.shape();
+  int64_t N = xs[0], C = xs[1], H = xs[2], Wd = xs[3], K = ws[0], R = ws[2], S = ws[3];
+  TESSEL_USER_CHECK(C % p.groups == 0 && K % p.groups == 0, "conv2d_nchw: channels C=", C, " and K=", K,
+                    " must both be divisible by groups=", p.groups);
+  TESSEL_USER_CHECK(ws[1] == C / p.groups, "conv2d_nchw: W", shape_str(ws), " must be [K, C/groups=", C / p.groups,
+                    ", R, S] for X", shape_str(xs));
+  int64_t OH = out_size(H, R, p.stride_h, p.pad_h, p.dilation_h, "conv2d_nchw", "height");
+  int64_t OW = out_size(Wd, S, p.stride_w, p.pad_w, p.dilation_w, "conv2d_nchw", "width");
+  Tensor Xp = pad(X, {0, 0, p.pad_h, p.pad_w}, {0, 0, p.pad_h, p.pad_w}, 0.0, name + ".pad");
+  int64_t Cg = C / p.groups, Kg = K / p.groups;
+  IterVar rc = reduce_axis(Cg, "rc"), ry = reduce_axis(R, "ry"), rx = reduce_axis(S, "rx");
+  return compute({N, K, OH, OW}, [&](Var n, Var k, Var y, Var x) {
+    Expr c = p.groups == 1 ? Expr(rc) : (k / int(Kg)) * int(Cg) + rc;
+    return sum(Xp(n, c, y * int(p.stride_h) + ry * int(p.dilation_h), x * int(p.stride_w) + rx * int(p.dilation_w)) *
+                   W(k, rc, ry, rx),
+               {rc, ry, rx});
+  }, name, "conv2d");
+}
+
+Tensor conv2d_nhwc(const Tensor& X, const Tensor& W, const Conv2dParams& p, const std::string& name) {
+  check_rank("conv2d_nhwc", "X", X, 4);
+  check_rank("conv2d_nhwc", "W", W, 4);
+  check_params(p, "conv2d_nhwc");
+  auto& xs = X.shape();
+  auto& ws = W.shape();
+  int64_t N = xs[0], H = xs[1], Wd = xs[2], C = xs[3], R = ws[0], S = ws[1], K = ws[3];
+  TESSEL_USER_CHECK(C % p.groups == 0 && K % p.groups == 0, "conv2d_nhwc: channels C=", C, " and K=", K,
+                    " must both be divisible by groups=", p.groups);
+  TESSEL_USER_CHECK(ws[2] == C / p.groups, "conv2d_nhwc: W", shape_str(ws), " must be [R, S, C/groups=",
+                    C / p.groups, ", K] (HWIO) for X", shape_str(xs));
+  int64_t OH = out_size(H, R, p.stride_h, p.pad_h, p.dilation_h, "conv2d_nhwc", "height");
+  int64_t OW = out_size(Wd, S, p.stride_w, p.pad_w, p.dilation_w, "conv2d_nhwc", "width");
+  Tensor Xp = pad(X, {0, p.pad_h, p.pad_w, 0}, {0, p.pad_h, p.pad_w, 0}, 0.0, name + ".pad");
+  int64_t Cg = C / p.groups, Kg = K / p.groups;
+  IterVar ry = reduce_axis(R, "ry"), rx = reduce_axis(S, "rx"), rc = reduce_axis(Cg, "rc");
+  return compute({N, OH, OW, K}, [&](Var n, Var y, Var x, Var k) {
+    Expr c = p.groups == 1 ? Expr(rc) : (k / int(Kg)) * int(Cg) + rc;
+    return sum(Xp(n, y * int(p.stride_h) + ry * int(p.dilation_h), x * int(p.stride_w) + rx * int(p.dilation_w), c) *
+                   W(ry, rx, rc, k),
+               {ry, rx, rc});
+  }, name, "conv2d");
+}
+
+Tensor conv2d_nchwc(const Tensor& X, const Tensor& W, const Conv2dParams& p, const std::string& name) {
+  check_rank("conv2d_nchwc", "X", X, 5);
+  check_rank("conv2d_nchwc", "W", W, 6);
+  check_params(p, "conv2d_nchwc");
+  TESSEL_USER_CHECK(p.groups == 1, "conv2d_nchwc: groups=", p.groups,
+                    " is not supported in the blocked layout; use conv2d_nchw for grouped convolutions");
+  auto& xs = X.shape();
+  auto& ws = W.shape();
+  int64_t N = xs[0], CO = xs[1], H = xs[2], Wd = xs[3], cb = xs[4];
+  int64_t KO = ws[0], R = ws[2], S = ws[3], kb = ws[5];
+  TESSEL_USER_CHECK(ws[1] == CO && ws[4] == cb, "conv2d_nchwc: W", shape_str(ws), " must be [K/kb, C/cb=", CO,
+                    ", R, S, cb=", cb, ", kb] for X", shape_str(xs));
+  int64_t OH = out_size(H, R, p.stride_h, p.pad_h, p.dilation_h, "conv2d_nchwc", "height");
+  int64_t OW = out_size(Wd, S, p.stride_w, p.pad_w, p.dilation_w, "conv2d_nchwc", "width");
+  Tensor Xp = pad(X, {0, 0, p.pad_h, p.pad_w, 0}, {0, 0, p.pad_h, p.pad_w, 0}, 0.0, name + ".pad");
+  IterVar ico = reduce_axis(CO, "ico"), ry = reduce_axis(R, "ry"), rx = reduce_axis(S, "rx"),
+          ici = reduce_axis(cb, "ici");
+  return compute({N, KO, OH, OW, kb}, [&](Var n, Var ko, Var y, Var x, Var ki) {
+    return sum(Xp(n, ico, y * int(p.stride_h) + ry * int(p.dilation_h), x * int(p.stride_w) + rx * int(p.dilation_w),
+                  ici) *
+                   W(ko, ico, ry, rx, ici, ki),
+               {ico, ry, rx, ici});
+  }, name, "conv2d");
+}
+
+Tensor depthwise_conv2d_nchw(const Tensor& X, const Tensor& W, const Conv2dParams& p, const std::string& name) {
+  check_rank("depthwise_conv2d_nchw", "X", X, 4);
+  check_rank("depthwise_conv2d_nchw", "W", W, 4);
+  check_params(p, "depthwise_conv2d_nchw");
+  auto& xs = X.shape();
+  auto& ws = W.shape();
+  int64_t N = xs[0], C = xs[1], H = xs[2], Wd = xs[3], K = ws[0], R = ws[2], S = ws[3];
+  TESSEL_USER_CHECK(ws[1] == 1 && K % C == 0, "depthwise_conv2d_nchw: W", shape_str(ws),
+                    " must be [C*multiplier, 1, R, S] with C=", C);
+  int64_t m = K / C;
+  int64_t OH = out_size(H, R, p.stride_h, p.pad_h, p.dilation_h, "depthwise_conv2d_nchw", "height");
+  int64_t OW = out_size(Wd, S, p.stride_w, p.pad_w, p.dilation_w, "depthwise_conv2d_nchw", "width");
+  Tensor Xp = pad(X, {0, 0, p.pad_h, p.pad_w}, {0, 0, p.pad_h, p.pad_w}, 0.0, name + ".pad");
+  IterVar ry = reduce_axis(R, "ry"), rx = reduce_axis(S, "rx");
+  return compute({N, K, OH, OW}, [&](Var n, Var k, Var y, Var x) {
+    return sum(Xp(n, k / int(m), y * int(p.stride_h) + ry * int(p.dilation_h),
+                  x * int(p.stride_w) + rx * int(p.dilation_w)) *
+                   W(k, 0, ry, rx),
+               {ry, rx});
+  }, name, "depthwise_conv2d");
+}
+
+Tensor nchw_to_nchwc(const Tensor& X, int64_t cb, const std::string& name) {
+  check_rank("nchw_to_nchwc", "X", X, 4);
+  auto& s = X.shape();
+  TESSEL_USER_CHECK(cb > 0 && s[1] % cb == 0, "nchw_to_nchwc: C=", s[1], " must be divisible by the block ", cb);
+  return compute({s[0], s[1] / cb, s[2], s[3], cb},
+                 [&](Var n, Var c, Var h, Var w, Var b) { return X(n, c * int(cb) + b, h, w); }, name, "layout");
+}
+
+Tensor nchwc_to_nchw(const Tensor& X, const std::string& name) {
+  check_rank("nchwc_to_nchw", "X", X, 5);
+  auto& s = X.shape();
+  int cb = int(s[4]);
+  return compute({s[0], s[1] * s[4], s[2], s[3]},
+                 [&](Var n, Var c, Var h, Var w) { return X(n, c / cb, h, w, c % cb); }, name, "layout");
+}
+
+Tensor kcrs_to_kcrsck(const Tensor& W, int64_t cb, int64_t kb, const std::string& name) {
+  check_rank("kcrs_to_kcrsck", "W", W, 4);
+  auto& s = W.shape();
+  TESSEL_USER_CHECK(cb > 0 && kb > 0 && s[1] % cb == 0 && s[0] % kb == 0, "kcrs_to_kcrsck: K=", s[0], " and C=", s[1],
+                    " must be divisible by the blocks kb=", kb, ", cb=", cb);
+  return compute({s[0] / kb, s[1] / cb, s[2], s[3], cb, kb}, ComputeFn([&](const std::vector<Var>& v) {
+    return W(v[0] * int(kb) + v[5], v[1] * int(cb) + v[4], v[2], v[3]);
+  }), name, "layout");
+}
+
+}  // namespace tessel::ops

@@ -315,12 +315,15 @@ class CodeGen {
     DType et = buffer_type_.at(l->buffer.get());
     llvm::Value* v;
     Expr base;
+    llvm::Value* mask = l->predicate.defined() ? emit(l->predicate) : nullptr;
     if (t.is_scalar()) {
       v = b_.CreateAlignedLoad(mem_type(et), element_ptr(l->buffer, emit(l->index)), elem_align(et));
     } else if (dense(l->index, &base)) {
-      v = b_.CreateAlignedLoad(mem_type(t), element_ptr(l->buffer, emit(base)), elem_align(et));
+      llvm::Value* p = element_ptr(l->buffer, emit(base));
+      v = mask ? static_cast<llvm::Value*>(b_.CreateMaskedLoad(mem_type(t), p, elem_align(et), mask))
+               : b_.CreateAlignedLoad(mem_type(t), p, elem_align(et));
     } else {
-      v = b_.CreateMaskedGather(mem_type(t), element_ptr(l->buffer, emit(l->index)), elem_align(et));
+      v = b_.CreateMaskedGather(mem_type(t), element_ptr(l->buffer, emit(l->index)), elem_align(et), mask);
     }
     if (t.is_bool()) v = b_.CreateTrunc(v, type(t));
     return v;
@@ -360,12 +363,15 @@ class CodeGen {
     DType t = st->value.dtype();
     if (t.is_bool()) v = b_.CreateZExt(v, mem_type(t));
     Expr base;
+    llvm::Value* mask = st->predicate.defined() ? emit(st->predicate) : nullptr;
     if (t.is_scalar()) {
       b_.CreateAlignedStore(v, element_ptr(st->buffer, emit(st->index)), elem_align(et));
     } else if (dense(st->index, &base)) {
-      b_.CreateAlignedStore(v, element_ptr(st->buffer, emit(base)), elem_align(et));
+      llvm::Value* p = element_ptr(st->buffer, emit(base));
+      if (mask) b_.CreateMaskedStore(v, p, elem_align(et), mask);
+      else b_.CreateAlignedStore(v, p, elem_align(et));
     } else {
-      b_.CreateMaskedScatter(v, element_ptr(st->buffer, emit(st->index)), elem_align(et));
+      b_.CreateMaskedScatter(v, element_ptr(st->buffer, emit(st->index)), elem_align(et), mask);
     }
   }
 

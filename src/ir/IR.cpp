@@ -158,9 +158,9 @@ Expr TensorLoad::make(Operation op, std::vector<Expr> indices) {
   return Expr(std::make_shared<TensorLoad>(t, std::move(op), std::move(indices)));
 }
 
-Expr Load::make(DType t, Var buffer, Expr index) {
+Expr Load::make(DType t, Var buffer, Expr index, Expr predicate) {
   t = t.with_lanes(index.dtype().lanes);
-  return Expr(std::make_shared<Load>(t, std::move(buffer), std::move(index)));
+  return Expr(std::make_shared<Load>(t, std::move(buffer), std::move(index), std::move(predicate)));
 }
 
 Expr Ramp::make(Expr base, Expr stride, int lanes) {
@@ -197,8 +197,8 @@ Stmt For::make(Var v, Expr min, Expr extent, ForKind k, Stmt body, std::string t
   return Stmt(std::make_shared<For>(std::move(v), std::move(min), std::move(extent), k, std::move(tag),
                                     std::move(body)));
 }
-Stmt Store::make(Var buffer, Expr value, Expr index) {
-  return Stmt(std::make_shared<Store>(std::move(buffer), std::move(value), std::move(index)));
+Stmt Store::make(Var buffer, Expr value, Expr index, Expr predicate) {
+  return Stmt(std::make_shared<Store>(std::move(buffer), std::move(value), std::move(index), std::move(predicate)));
 }
 Stmt TensorStore::make(Operation op, Expr value, std::vector<Expr> indices) {
   return Stmt(std::make_shared<TensorStore>(std::move(op), std::move(value), std::move(indices)));

@@ -162,13 +162,16 @@ struct TensorLoad : ExprNode {
   static Expr make(Operation op, std::vector<Expr> indices);
 };
 
-// A read of a flat buffer; type lanes == index lanes.
+// A read of a flat buffer; type lanes == index lanes. With a predicate (a boolean vector)
+// only the lanes where it holds are read; the others are undefined and touch no memory.
 struct Load : ExprNode {
   TESSEL_NODE(Load, ExprNode)
   Var buffer;
   Expr index;
-  Load(DType t, Var b, Expr i) : ExprNode(NodeKind::Load, t), buffer(std::move(b)), index(std::move(i)) {}
-  static Expr make(DType t, Var buffer, Expr index);
+  Expr predicate;  // undefined = every lane
+  Load(DType t, Var b, Expr i, Expr p)
+      : ExprNode(NodeKind::Load, t), buffer(std::move(b)), index(std::move(i)), predicate(std::move(p)) {}
+  static Expr make(DType t, Var buffer, Expr index, Expr predicate = Expr());
 };
 
 struct Ramp : ExprNode {
@@ -243,13 +246,16 @@ struct For : StmtNode {
   static Stmt make(Var v, Expr min, Expr extent, ForKind k, Stmt body, std::string tag = "");
 };
 
+// A write of a flat buffer; with a predicate only the lanes where it holds are written.
 struct Store : StmtNode {
   TESSEL_NODE(Store, StmtNode)
   Var buffer;
   Expr value, index;
-  Store(Var b, Expr v, Expr i)
-      : StmtNode(NodeKind::Store), buffer(std::move(b)), value(std::move(v)), index(std::move(i)) {}
-  static Stmt make(Var buffer, Expr value, Expr index);
+  Expr predicate;  // undefined = every lane
+  Store(Var b, Expr v, Expr i, Expr p)
+      : StmtNode(NodeKind::Store), buffer(std::move(b)), value(std::move(v)), index(std::move(i)),
+        predicate(std::move(p)) {}
+  static Stmt make(Var buffer, Expr value, Expr index, Expr predicate = Expr());
 };
 
 struct TensorStore : StmtNode {

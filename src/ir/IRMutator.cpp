@@ -92,8 +92,8 @@ Expr IRMutator::visit(const TensorLoad* op, const Expr& e) {
   return changed ? TensorLoad::make(op->op, idx) : e;
 }
 Expr IRMutator::visit(const Load* op, const Expr& e) {
-  Expr i = mutate(op->index);
-  return i.same_as(op->index) ? e : Load::make(op->type, op->buffer, i);
+  Expr i = mutate(op->index), p = mutate(op->predicate);
+  return i.same_as(op->index) && p.same_as(op->predicate) ? e : Load::make(op->type, op->buffer, i, p);
 }
 Expr IRMutator::visit(const Ramp* op, const Expr& e) {
   Expr b = mutate(op->base), s = mutate(op->stride);
@@ -128,9 +128,9 @@ Stmt IRMutator::visit(const For* op, const Stmt& s) {
   return For::make(op->var, mn, ext, op->for_kind, b, op->thread_tag);
 }
 Stmt IRMutator::visit(const Store* op, const Stmt& s) {
-  Expr v = mutate(op->value), i = mutate(op->index);
-  if (v.same_as(op->value) && i.same_as(op->index)) return s;
-  return Store::make(op->buffer, v, i);
+  Expr v = mutate(op->value), i = mutate(op->index), p = mutate(op->predicate);
+  if (v.same_as(op->value) && i.same_as(op->index) && p.same_as(op->predicate)) return s;
+  return Store::make(op->buffer, v, i, p);
 }
 Stmt IRMutator::visit(const TensorStore* op, const Stmt& s) {
   Expr v = mutate(op->value);

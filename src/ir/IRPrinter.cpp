@@ -89,6 +89,7 @@ class Printer {
         os << l->buffer.name() << "[";
         expr(l->index);
         os << "]";
+        if (l->predicate.defined()) os << " if ", expr(l->predicate);
         return;
       }
       case NodeKind::Ramp: {
@@ -162,7 +163,9 @@ class Printer {
       }
       case NodeKind::Store: {
         auto* st = static_cast<const Store*>(n);
-        line(), os << st->buffer.name() << "[", expr(st->index), os << "] = ", expr(st->value), os << "\n";
+        line(), os << st->buffer.name() << "[", expr(st->index), os << "] = ", expr(st->value);
+        if (st->predicate.defined()) os << " if ", expr(st->predicate);
+        os << "\n";
         return;
       }
       case NodeKind::TensorStore: {

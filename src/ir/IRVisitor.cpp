@@ -38,7 +38,10 @@ void IRVisitor::visit_node(const Not* op, const Expr&) { visit(op->a); }
 void IRVisitor::visit_node(const Select* op, const Expr&) { visit(op->cond); visit(op->t); visit(op->f); }
 void IRVisitor::visit_node(const Call* op, const Expr&) { for (auto& a : op->args) visit(a); }
 void IRVisitor::visit_node(const TensorLoad* op, const Expr&) { for (auto& a : op->indices) visit(a); }
-void IRVisitor::visit_node(const Load* op, const Expr&) { visit(op->index); }
+void IRVisitor::visit_node(const Load* op, const Expr&) {
+  visit(op->index);
+  visit(op->predicate);
+}
 void IRVisitor::visit_node(const Ramp* op, const Expr&) { visit(op->base); visit(op->stride); }
 void IRVisitor::visit_node(const Broadcast* op, const Expr&) { visit(op->value); }
 void IRVisitor::visit_node(const Reduce* op, const Expr&) {
@@ -50,7 +53,11 @@ void IRVisitor::visit_node(const Let* op, const Expr&) { visit(op->value); visit
 
 void IRVisitor::visit_node(const LetStmt* op, const Stmt&) { visit(op->value); visit(op->body); }
 void IRVisitor::visit_node(const For* op, const Stmt&) { visit(op->min); visit(op->extent); visit(op->body); }
-void IRVisitor::visit_node(const Store* op, const Stmt&) { visit(op->value); visit(op->index); }
+void IRVisitor::visit_node(const Store* op, const Stmt&) {
+  visit(op->value);
+  visit(op->index);
+  visit(op->predicate);
+}
 void IRVisitor::visit_node(const TensorStore* op, const Stmt&) {
   visit(op->value);
   for (auto& i : op->indices) visit(i);

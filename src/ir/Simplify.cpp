@@ -44,7 +44,9 @@ bool equal(const Expr& a, const Expr& b) {
     }
     case NodeKind::Load: {
       auto *p = static_cast<const Load*>(x), *q = static_cast<const Load*>(y);
-      return p->buffer.same_as(q->buffer) && equal(p->index, q->index);
+      return p->buffer.same_as(q->buffer) && equal(p->index, q->index) &&
+             (p->predicate.defined() == q->predicate.defined()) &&
+             (!p->predicate.defined() || equal(p->predicate, q->predicate));
     }
     case NodeKind::Ramp: {
       auto *p = static_cast<const Ramp*>(x), *q = static_cast<const Ramp*>(y);

@@ -38,17 +38,18 @@ class GuardRemover : public IRMutator {
     if (const_ext && ext >= 2 && op->for_kind != ForKind::Vectorized &&
         count_guards(f->body, op->var.var_node()) > 0) {
       // Try the loop without its last iteration: if that removes guards, peel it.
-      Stmt main = For::make(op->var, make_int(0), make_int(ext - 1), op->for_kind, f->body, op->thread_tag);
-      Stmt main_s = simplify(main, &bounds_outside(op));
-      if (count_guards(main_s, nullptr) < count_guards(whole, nullptr)) {
-        bounds[op->var.get()] = {0, ext - 2};
-        Stmt main_body = mutate(main_s.as<For>() ? main_s.as<For>()->body : main_s);
+      bounds[op->var.get()] = {0, ext - 2};
+      Stmt main_body = simplify(f->body, &bounds);
+      if (count_guards(main_body, nullptr) < count_guards(f->body, nullptr)) {
+        main_body = mutate(main_body);
         bounds.erase(op->var.get());
         Stmt last = mutate(simplify(substitute(f->body, op->var, make_int(ext - 1)), &bounds));
-        return Block::make({For::make(op->var, make_int(0), make_int(ext - 1), op->for_kind, main_body,
-                                      op->thread_tag),
-                            last});
+        Stmt main = ext - 1 == 1 ? simplify(substitute(main_body, op->var, make_int(0)))
+                                 : For::make(op->var, make_int(0), make_int(ext - 1), op->for_kind, main_body,
+                                             op->thread_tag);
+        return Block::make({main, last});
       }
+      bounds[op->var.get()] = {0, ext - 1};
     }
     Stmt body = mutate(f->body);
     bounds.erase(op->var.get());

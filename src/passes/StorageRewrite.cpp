@@ -41,12 +41,12 @@ class Rewriter : public IRMutator {
             Expr visit(const Load* l, const Expr& e) override {
               Expr r = IRMutator::visit(l, e);
               const Load* x = r.as<Load>();
-              return x->buffer.same_as(from) ? Load::make(x->type, to, x->index) : r;
+              return x->buffer.same_as(from) ? Load::make(x->type, to, x->index, x->predicate) : r;
             }
             Stmt visit(const Store* st, const Stmt& sm) override {
               Stmt r = IRMutator::visit(st, sm);
               const Store* x = r.as<Store>();
-              return x->buffer.same_as(from) ? Store::make(to, x->value, x->index) : r;
+              return x->buffer.same_as(from) ? Store::make(to, x->value, x->index, x->predicate) : r;
             }
           } rn;
           rn.from = inner->buffer, rn.to = op->buffer;

@@ -76,23 +76,40 @@ class Widen : public IRMutator {
   Expr visit(const Let*, const Expr&) override { throw NotVectorizable(); }
   Expr visit(const Reduce*, const Expr&) override { throw NotVectorizable(); }
 
+  Expr visit(const Load* op, const Expr& e) override {
+    Expr i = mutate(op->index);
+    if (!pred_.defined()) return i.same_as(op->index) ? e : Load::make(op->type, op->buffer, i);
+    // Under a lane predicate a read may only touch memory for the active lanes.
+    return Load::make(op->type, op->buffer, widen(i, lanes_), pred_);
+  }
   Stmt visit(const Store* op, const Stmt& s) override {
     Expr v = mutate(op->value), i = mutate(op->index);
     if (i.dtype().is_scalar()) {
       // Every lane would write the same element: only a serial loop keeps the last write.
-      if (v.dtype().is_vector()) throw NotVectorizable();
+      if (v.dtype().is_vector() || pred_.defined()) throw NotVectorizable();
       return IRMutator::visit(op, s);
     }
-    return Store::make(op->buffer, widen(v, lanes_), i);
+    return Store::make(op->buffer, widen(v, lanes_), i, pred_);
   }
+  // A guard on the lane (the tail of a split that does not divide) becomes a predicate
+  // on the loads and stores under it: masked vector instructions instead of a scalar loop.
   Stmt visit(const IfThenElse* op, const Stmt& s) override {
     Expr c = mutate(op->cond);
-    if (c.dtype().is_vector()) throw NotVectorizable();
-    return IfThenElse::make(c, mutate(op->then_case), mutate(op->else_case));
+    if (c.dtype().is_scalar()) return IfThenElse::make(c, mutate(op->then_case), mutate(op->else_case));
+    Expr saved = pred_;
+    pred_ = saved.defined() ? (saved && c) : c;
+    Stmt t = mutate(op->then_case);
+    Stmt f;
+    if (op->else_case.defined()) {
+      pred_ = saved.defined() ? (saved && !c) : !c;
+      f = mutate(op->else_case);
+    }
+    pred_ = saved;
+    return Block::make({t, f});
   }
   Stmt visit(const For* op, const Stmt& s) override {
     Expr mn = mutate(op->min), ext = mutate(op->extent);
-    if (mn.dtype().is_vector() || ext.dtype().is_vector()) throw NotVectorizable();
+    if (mn.dtype().is_vector() || ext.dtype().is_vector() || pred_.defined()) throw NotVectorizable();
     return For::make(op->var, mn, ext, op->for_kind == ForKind::Parallel ? ForKind::Serial : op->for_kind,
                      mutate(op->body), op->thread_tag);
   }
@@ -106,6 +123,7 @@ class Widen : public IRMutator {
  private:
   Var var_;
   int lanes_;
+  Expr pred_;  // lanes active under enclosing vector conditions
 };
 
 class VectorizeLoops : public IRMutator {

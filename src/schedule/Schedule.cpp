@@ -647,6 +647,7 @@ std::pair<Axis, Axis> Stage::split_nparts(const Axis& axis, int64_t nparts) {
   return {Axis(axis.name + ".outer"), Axis(axis.name + ".inner")};
 }
 Axis Stage::fuse(const std::vector<Axis>& axes) {
+  if (axes.size() == 1) return (*this)[axes[0].name];  // nothing to fuse
   Step st{Step::Fuse, "", {}, {}, "", {}};
   for (auto& a : axes) st.axes.push_back(a.name);
   const StageState& s = sch_->state().stage(name_);

@@ -1,0 +1,85 @@
+#pragma once
+// The operator library: compute definitions of common tensor operators, each tagged so
+// that default_schedule() (and the tuner) can recognise it. Shapes are checked when the
+// operator is built; errors name the operator, the argument and the expected shape.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessel/schedule.h"
+#include "tessel/tensor.h"
+
+namespace tessel::ops {
+
+enum class Activation { None, Relu, Sigmoid, Tanh, Gelu };
+
+// C[M, N] = A[M, K] x B[K, N]; with transposes A is [K, M] and/or B is [N, K].
+Tensor matmul(const Tensor& A, const Tensor& B, bool trans_a = false, bool trans_b = false,
+              const std::string& name = "C");
+// Y[M, N] = act(X[M, K] x W[N, K]^T + bias[N]). Without bias/activation only the product.
+Tensor dense(const Tensor& X, const Tensor& W, const std::optional<Tensor>& bias = std::nullopt,
+             Activation act = Activation::None, const std::string& name = "Y");
+// C[b, M, N] = A[b] x B[b] (with optional transposes of the two last dimensions).
+Tensor batch_matmul(const Tensor& A, const Tensor& B, bool trans_a = false, bool trans_b = false,
+                    const std::string& name = "C");
+
+struct Conv2dParams {
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;  // symmetric zero padding
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+};
+
+// X [N, C, H, W], W [K, C/groups, R, S] -> [N, K, OH, OW].
+Tensor conv2d_nchw(const Tensor& X, const Tensor& W, const Conv2dParams& p = {}, const std::string& name = "conv");
+// X [N, H, W, C], W [R, S, C/groups, K] (HWIO) -> [N, OH, OW, K].
+Tensor conv2d_nhwc(const Tensor& X, const Tensor& W, const Conv2dParams& p = {}, const std::string& name = "conv");
+// Blocked layout: X [N, C/cb, H, W, cb], W [K/kb, C/cb, R, S, cb, kb] -> [N, K/kb, OH, OW, kb].
+// groups must be 1.
+Tensor conv2d_nchwc(const Tensor& X, const Tensor& W, const Conv2dParams& p = {}, const std::string& name = "conv");
+// X [N, C, H, W], W [C*m, 1, R, S] (channel multiplier m) -> [N, C*m, OH, OW].
+Tensor depthwise_conv2d_nchw(const Tensor& X, const Tensor& W, const Conv2dParams& p = {},
+                             const std::string& name = "dwconv");
+
+// Layout transforms for the blocked convolution.
+Tensor nchw_to_nchwc(const Tensor& X, int64_t cb, const std::string& name = "X_nchwc");
+Tensor nchwc_to_nchw(const Tensor& X, const std::string& name = "Y_nchw");
+Tensor kcrs_to_kcrsck(const Tensor& W, int64_t cb, int64_t kb, const std::string& name = "W_blocked");
+
+// Constant padding: `before[d]` and `after[d]` elements around dimension d (value outside).
+Tensor pad(const Tensor& X, const std::vector<int64_t>& before, const std::vector<int64_t>& after,
+           double value = 0.0, const std::string& name = "pad");
+
+struct Pool2dParams {
+  int64_t kernel_h = 2, kernel_w = 2;
+  int64_t stride_h = 2, stride_w = 2;
+  int64_t pad_h = 0, pad_w = 0;
+};
+// NCHW pooling; average pooling divides by the number of in-bounds elements.
+Tensor max_pool2d(const Tensor& X, const Pool2dParams& p, const std::string& name = "pool");
+Tensor avg_pool2d(const Tensor& X, const Pool2dParams& p, const std::string& name = "pool");
+
+// Softmax and layer norm over the last axis.
+Tensor softmax(const Tensor& X, const std::string& name = "softmax");
+Tensor layer_norm(const Tensor& X, const Tensor& gamma, const Tensor& beta, double eps = 1e-5,
+                  const std::string& name = "layer_norm");
+
+// Element-wise and broadcasting operators (numpy broadcasting of trailing dimensions).
+Tensor relu(const Tensor& X, const std::string& name = "relu");
+Tensor activation(const Tensor& X, Activation act, const std::string& name = "act");
+Tensor add(const Tensor& A, const Tensor& B, const std::string& name = "add");
+Tensor subtract(const Tensor& A, const Tensor& B, const std::string& name = "sub");
+Tensor multiply(const Tensor& A, const Tensor& B, const std::string& name = "mul");
+Tensor divide(const Tensor& A, const Tensor& B, const std::string& name = "div");
+Tensor maximum(const Tensor& A, const Tensor& B, const std::string& name = "maximum");
+// bias [C] added along axis 1 of an NCHW tensor (or the last axis if `axis` = -1).
+Tensor bias_add(const Tensor& X, const Tensor& bias, int axis = 1, const std::string& name = "bias_add");
+Tensor cast(const Tensor& X, DType t, const std::string& name = "cast");
+
+// A reasonable x86 schedule for a computation built from these operators: GEMM-like
+// stages get register tiling with a local accumulator, convolutions in NCHWc a
+// vectorized output-channel block, element-wise producers are inlined, and every root
+// stage runs its outer loops in parallel and its inner loop in vector lanes.
+Schedule default_schedule(const std::vector<Tensor>& outputs);
+
+}  // namespace tessel::ops

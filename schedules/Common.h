@@ -1,0 +1,25 @@
+#pragma once
+// Helpers shared by the operator definitions.
+#include <string>
+#include <vector>
+
+#include "tessel/error.h"
+#include "tessel/ops.h"
+
+namespace tessel::ops {
+
+inline std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+inline void check_rank(const char* op, const char* arg, const Tensor& t, size_t rank) {
+  TESSEL_USER_CHECK(t.defined(), op, ": argument ", arg, " is undefined");
+  TESSEL_USER_CHECK(t.shape().size() == rank, op, ": ", arg, " must have ", rank, " dimensions, got ",
+                    shape_str(t.shape()));
+}
+
+Expr apply_activation(Expr v, Activation act);
+
+}  // namespace tessel::ops

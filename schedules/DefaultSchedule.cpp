@@ -1,0 +1,234 @@
+// Default x86 schedules for the operator library, chosen by each stage's tag.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "schedule/ScheduleState.h"
+#include "schedules/Common.h"
+
+namespace tessel::ops {
+namespace {
+
+int vector_lanes(DType t) { return t.bits == 64 ? 8 : 16; }
+
+// Largest divisor of n that is <= cap (at least 1).
+int64_t divisor_at_most(int64_t n, int64_t cap) {
+  for (int64_t f = std::min(n, cap); f > 1; --f)
+    if (n % f == 0) return f;
+  return 1;
+}
+
+const OperationNode* op_of(Schedule& s, const std::string& name) { return s.state().stage(name).op.get(); }
+
+// The single consumer of a stage, if it has exactly one.
+std::string only_reader(Schedule& s, const std::string& name) {
+  auto r = s.state().readers(name);
+  return r.size() == 1 ? r[0] : "";
+}
+
+// Element-wise stage `out` over the same iteration space as `acc`: a fusable epilogue.
+bool is_epilogue(Schedule& s, const std::string& out, const std::string& acc) {
+  const OperationNode* o = op_of(s, out);
+  return o->tag == "elemwise" || o->tag == "broadcast" ? o->shape == op_of(s, acc)->shape : false;
+}
+
+// Parallel over the fused outer axes `outer`, vectorized innermost axis `vec`.
+void parallel_vectorize(Stage st, std::vector<Axis> outer) {
+  if (outer.size() > 1) outer = {st.fuse(outer)};
+  if (!outer.empty()) st.parallel(outer[0]);
+}
+
+// Root element-wise/injective stage: all axes fused, vector inner, parallel outer.
+void schedule_injective(Schedule& s, const std::string& name) {
+  Stage st = s[name];
+  auto axes = st.leaf_axes();
+  const OperationNode* op = op_of(s, name);
+  int lanes = vector_lanes(op->dtype);
+  int64_t last = op->shape.back();
+  if (axes.size() > 1) {
+    std::vector<Axis> outer(axes.begin(), axes.end() - 1);
+    Axis f = st.fuse(outer);
+    st.parallel(f);
+  }
+  if (last >= lanes) {
+    auto [o, i] = st.split(axes.back(), lanes);
+    st.vectorize(i);
+    if (axes.size() == 1) st.parallel(o);
+  } else if (axes.size() == 1) {
+    st.parallel(axes.back());
+  }
+}
+
+// Root reduction without a specialised template: parallel over the outer spatial axes,
+// reductions outside a vectorized block of the last spatial axis.
+void schedule_reduction(Schedule& s, const std::string& name) {
+  Stage st = s[name];
+  const OperationNode* op = op_of(s, name);
+  std::vector<std::string> sp, red;
+  for (auto& iv : op->axis) sp.push_back(iv.name());
+  for (auto& iv : op->reduce_axis) red.push_back(iv.name());
+  int lanes = vector_lanes(op->dtype);
+  std::vector<Axis> order;
+  std::vector<Axis> outer(sp.begin(), sp.end() - 1);
+  Axis vec;
+  bool vectorize = op->shape.back() >= lanes;
+  if (vectorize) {
+    auto [o, i] = st.split(sp.back(), lanes);
+    outer.push_back(o);
+    vec = i;
+  } else {
+    outer.push_back(sp.back());
+  }
+  for (auto& a : outer) order.push_back(a);
+  for (auto& r : red) order.push_back(r);
+  if (vectorize) order.push_back(vec);
+  st.reorder(order);
+  // Fuse the outer spatial axes into one parallel loop (enough iterations for all cores).
+  if (outer.size() > 1) {
+    Axis f = st.fuse(outer);
+    st.parallel(f);
+  } else {
+    st.parallel(outer[0]);
+  }
+  if (vectorize) st.vectorize(vec);
+}
+
+// GEMM: `out` (the stored result) tiled in bm x bn blocks run in parallel; the product is
+// accumulated in a register-sized local block `acc` computed at each mr-row strip.
+void schedule_gemm(Schedule& s, const std::string& out, const std::string& acc) {
+  const OperationNode* op = op_of(s, out);
+  int nd = int(op->shape.size());
+  int64_t M = op->shape[nd - 2], N = op->shape[nd - 1];
+  int lanes = vector_lanes(op->dtype);
+  int64_t bn = N >= 2 * lanes ? 2 * lanes : std::max<int64_t>(1, std::min<int64_t>(N, lanes));
+  int64_t mr = std::min<int64_t>(8, M);
+  int64_t bm = std::min<int64_t>(64, M);
+  Stage o = s[out];
+  auto axes = o.leaf_axes();
+  std::string i = axes[nd - 2], j = axes[nd - 1];
+  auto t = o.tile(i, j, bm, bn);
+  auto [iio, iii] = o.split(t.xi, mr);
+  std::vector<Axis> par(axes.begin(), axes.end() - 2);
+  par.push_back(t.xo);
+  par.push_back(t.yo);
+  Axis f = o.fuse(par);
+  o.parallel(f);
+  if (bn % lanes == 0) {
+    auto [jo, ji] = o.split(t.yi, lanes);
+    o.vectorize(ji);
+  }
+  Stage a = s[acc];
+  a.compute_at(o, iio);
+  const OperationNode* aop = op_of(s, acc);
+  auto aaxes = a.leaf_axes();
+  std::string ai = aop->axis[nd - 2].name(), aj = aop->axis[nd - 1].name(), ak = aop->reduce_axis[0].name();
+  auto [aio, aii] = a.split(ai, mr);
+  auto [ajo, aji] = a.split(aj, bn);
+  std::vector<Axis> order;
+  for (int d = 0; d < nd - 2; ++d) order.push_back(aop->axis[d].name());
+  order.push_back(aio);
+  order.push_back(ajo);
+  if (bn % lanes == 0) {
+    auto [ajio, ajii] = a.split(aji, lanes);
+    auto [ako, aki] = a.split(ak, 4);
+    order.insert(order.end(), {ako, aki, aii, ajio, ajii});
+    a.reorder(order);
+    a.unroll(aki);
+    a.unroll(aii);
+    a.unroll(ajio);
+    a.vectorize(ajii);
+  } else {
+    order.insert(order.end(), {Axis(ak), aii, aji});
+    a.reorder(order);
+    a.unroll(aii);
+  }
+}
+
+// Convolution in NCHW[x]c: the output block of kb channels is the vector; reg_n output
+// columns are accumulated in registers while the input channels and window run outside.
+void schedule_conv_nchwc(Schedule& s, const std::string& out, const std::string& acc) {
+  const OperationNode* op = op_of(s, out);
+  int64_t OW = op->shape[3];
+  int64_t reg_n = divisor_at_most(OW, 14);
+  if (reg_n < 4) reg_n = std::min<int64_t>(OW, 8);
+  Stage o = s[out];
+  auto axes = o.leaf_axes();  // n, ko, oh, ow, ki
+  auto [owo, owi] = o.split(axes[3], reg_n);
+  o.reorder({axes[0], axes[1], axes[2], owo, owi, axes[4]});
+  Axis f = o.fuse({axes[0], axes[1], axes[2]});
+  o.parallel(f);
+  o.vectorize(axes[4]);
+  Stage a = s[acc];
+  a.compute_at(o, owo);
+  const OperationNode* aop = op_of(s, acc);
+  std::vector<std::string> sp, red;
+  for (auto& iv : aop->axis) sp.push_back(iv.name());
+  for (auto& iv : aop->reduce_axis) red.push_back(iv.name());  // ico, ry, rx, ici
+  auto [aowo, aowi] = a.split(sp[3], reg_n);
+  a.reorder({sp[0], sp[1], sp[2], aowo, red[0], red[1], red[2], red[3], aowi, sp[4]});
+  a.unroll(aowi);
+  a.vectorize(sp[4]);
+}
+
+}  // namespace
+
+Schedule default_schedule(const std::vector<Tensor>& outputs) {
+  Schedule s(outputs);
+  std::vector<std::string> names = s.stage_names();
+  // Consumers first, so a producer knows whether it was fused into its consumer.
+  std::set<std::string> done;
+  // Output epilogues (bias, activation) of GEMMs and convolutions are scheduled with them.
+  std::map<std::string, std::string> epilogue_of;
+  for (auto& name : names) {
+    const StageState& st = s.state().stage(name);
+    if (st.is_placeholder() || s.state().is_output(name)) continue;
+    if (st.op->tag != "matmul" && !(st.op->tag == "conv2d" && st.op->shape.size() == 5)) continue;
+    std::string r = only_reader(s, name);
+    if (!r.empty() && s.state().is_output(r) && is_epilogue(s, r, name)) epilogue_of[name] = r, done.insert(r);
+  }
+  for (auto it = names.rbegin(); it != names.rend(); ++it) {
+    const std::string& name = *it;
+    if (done.count(name)) continue;
+    const StageState& st = s.state().stage(name);
+    if (st.is_placeholder()) continue;
+    const OperationNode* op = st.op.get();
+    bool output = s.state().is_output(name);
+    bool reduce = op->reduction() != nullptr;
+
+    if (op->tag == "matmul" || (op->tag == "conv2d" && op->shape.size() == 5)) {
+      bool nchwc = op->tag == "conv2d";
+      std::string out = name, acc;
+      if (epilogue_of.count(name)) {
+        out = epilogue_of[name];
+        acc = name;
+      } else {
+        acc = s.cache_write(s.tensor(name), "local").name();
+      }
+      if (nchwc) schedule_conv_nchwc(s, out, acc);
+      else schedule_gemm(s, out, acc);
+      done.insert(name);
+      continue;
+    }
+    if (reduce) {
+      if (!output && op->tag != "conv2d" && op->tag != "depthwise_conv2d") {
+        // Row statistics (softmax, layer norm, pooling sums): parallel over rows.
+        Stage stg = s[name];
+        auto axes = stg.leaf_axes();
+        size_t nsp = op->axis.size();
+        if (nsp > 1) stg.parallel(stg.fuse(std::vector<Axis>(axes.begin(), axes.begin() + nsp)));
+        else stg.parallel(axes[0]);
+      } else {
+        schedule_reduction(s, name);
+      }
+      continue;
+    }
+    if (!output && op->tag != "layout" && op->tag != "pad") {
+      s[name].compute_inline();
+      continue;
+    }
+    schedule_injective(s, name);
+  }
+  return s;
+}
+
+}  // namespace tessel::ops

@@ -1,0 +1,291 @@
+// Every operator of the library, built with its default schedule, against a reference.
+#include "reference.h"
+
+using namespace tessel;
+using ref::Buffer;
+
+namespace {
+
+std::vector<Buffer> run_default(const std::vector<Tensor>& args, const std::vector<Buffer>& inputs) {
+  std::vector<Tensor> outs(args.begin() + long(inputs.size()), args.end());
+  return ref::run(ops::default_schedule(outs), args, inputs);
+}
+
+}  // namespace
+
+class MatmulShapes : public ::testing::TestWithParam<std::tuple<int, int, int, bool, bool>> {};
+
+TEST_P(MatmulShapes, MatchesEigen) {
+  auto [M, N, K, ta, tb] = GetParam();
+  Tensor A = placeholder(ta ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K}, float32, "A");
+  Tensor B = placeholder(tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, float32, "B");
+  Tensor C = ops::matmul(A, B, ta, tb);
+  Buffer a = ref::random(A.shape(), 1), b = ref::random(B.shape(), 2);
+  ref::expect_close(run_default({A, B, C}, {a, b})[0], ref::matmul(a, b, ta, tb));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, MatmulShapes,
+                         ::testing::Values(std::make_tuple(64, 64, 64, false, false),
+                                           std::make_tuple(100, 70, 33, false, false),  // nothing divides
+                                           std::make_tuple(7, 1000, 49, false, false),
+                                           std::make_tuple(128, 96, 64, true, false),
+                                           std::make_tuple(96, 128, 80, false, true),
+                                           std::make_tuple(17, 9, 5, true, true)));
+
+TEST(Ops, DenseBiasRelu) {
+  Tensor X = placeholder({37, 64}, float32, "X");
+  Tensor W = placeholder({50, 64}, float32, "W");
+  Tensor b = placeholder({50}, float32, "b");
+  Tensor Y = ops::dense(X, W, b, ops::Activation::Relu);
+  Buffer x = ref::random(X.shape(), 3), w = ref::random(W.shape(), 4), bias = ref::random(b.shape(), 5);
+  Buffer want = ref::matmul(x, w, false, true);
+  for (int64_t i = 0; i < want.size(); ++i) want.set(i, std::max(0.0, want.get(i) + bias.get(i % 50)));
+  ref::expect_close(run_default({X, W, b, Y}, {x, w, bias})[0], want);
+}
+
+TEST(Ops, DenseGelu) {
+  Tensor X = placeholder({16, 32}, float32, "X");
+  Tensor W = placeholder({24, 32}, float32, "W");
+  Tensor Y = ops::dense(X, W, std::nullopt, ops::Activation::Gelu);
+  Buffer x = ref::random(X.shape(), 3), w = ref::random(W.shape(), 4);
+  Buffer want = ref::matmul(x, w, false, true);
+  for (int64_t i = 0; i < want.size(); ++i) {
+    double v = want.get(i);
+    want.set(i, 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
+  }
+  ref::expect_close(run_default({X, W, Y}, {x, w})[0], want);
+}
+
+TEST(Ops, BatchMatmul) {
+  Tensor A = placeholder({3, 20, 30}, float32, "A");
+  Tensor B = placeholder({3, 40, 30}, float32, "B");
+  Tensor C = ops::batch_matmul(A, B, false, true);
+  Buffer a = ref::random(A.shape(), 1), b = ref::random(B.shape(), 2);
+  Buffer got = run_default({A, B, C}, {a, b})[0];
+  for (int bi = 0; bi < 3; ++bi) {
+    Buffer ab({20, 30}, float32), bb({40, 30}, float32);
+    for (int i = 0; i < 600; ++i) ab.set(i, a.get(bi * 600 + i));
+    for (int i = 0; i < 1200; ++i) bb.set(i, b.get(bi * 1200 + i));
+    Buffer want = ref::matmul(ab, bb, false, true);
+    for (int i = 0; i < 800; ++i) EXPECT_NEAR(got.get(bi * 800 + i), want.get(i), 1e-4);
+  }
+}
+
+struct ConvCase {
+  int64_t N, C, H, W, K, R, S;
+  ops::Conv2dParams p;
+};
+
+class Conv2d : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(Conv2d, NchwMatchesLoops) {
+  ConvCase c = GetParam();
+  Tensor X = placeholder({c.N, c.C, c.H, c.W}, float32, "X");
+  Tensor W = placeholder({c.K, c.C / c.p.groups, c.R, c.S}, float32, "W");
+  Tensor Y = ops::conv2d_nchw(X, W, c.p);
+  Buffer x = ref::random(X.shape(), 7), w = ref::random(W.shape(), 8);
+  ref::expect_close(run_default({X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, c.p));
+}
+
+TEST_P(Conv2d, NhwcMatchesLoops) {
+  ConvCase c = GetParam();
+  Tensor X = placeholder({c.N, c.H, c.W, c.C}, float32, "X");
+  Tensor W = placeholder({c.R, c.S, c.C / c.p.groups, c.K}, float32, "W");
+  Tensor Y = ops::conv2d_nhwc(X, W, c.p);
+  Buffer x = ref::random(X.shape(), 7), w = ref::random(W.shape(), 8);
+  // Same numbers in NCHW / KCRS order for the reference.
+  Buffer xn({c.N, c.C, c.H, c.W}, float32), wn({c.K, c.C / c.p.groups, c.R, c.S}, float32);
+  ref::View xv(x), wv(w);
+  for (int64_t n = 0; n < c.N; ++n)
+    for (int64_t ch = 0; ch < c.C; ++ch)
+      for (int64_t h = 0; h < c.H; ++h)
+        for (int64_t ww = 0; ww < c.W; ++ww) xn.set(((n * c.C + ch) * c.H + h) * c.W + ww, xv({n, h, ww, ch}));
+  for (int64_t k = 0; k < c.K; ++k)
+    for (int64_t ch = 0; ch < c.C / c.p.groups; ++ch)
+      for (int64_t r = 0; r < c.R; ++r)
+        for (int64_t s = 0; s < c.S; ++s)
+          wn.set(((k * (c.C / c.p.groups) + ch) * c.R + r) * c.S + s, wv({r, s, ch, k}));
+  Buffer want = ref::conv2d_nchw(xn, wn, c.p);
+  Buffer got = run_default({X, W, Y}, {x, w})[0];
+  ref::View gv(got), rv(want);
+  auto& os = got.shape();
+  double err = 0;
+  for (int64_t n = 0; n < os[0]; ++n)
+    for (int64_t y = 0; y < os[1]; ++y)
+      for (int64_t xx = 0; xx < os[2]; ++xx)
+        for (int64_t k = 0; k < os[3]; ++k) err = std::max(err, std::abs(gv({n, y, xx, k}) - rv({n, k, y, xx})));
+  EXPECT_LT(err, 1e-4);
+}
+
+TEST_P(Conv2d, NchwcWithLayoutTransformsMatchesLoops) {
+  ConvCase c = GetParam();
+  if (c.p.groups != 1 || c.C % 4 || c.K % 8) GTEST_SKIP() << "blocked layout needs groups=1 and blockable channels";
+  Tensor X = placeholder({c.N, c.C, c.H, c.W}, float32, "X");
+  Tensor W = placeholder({c.K, c.C, c.R, c.S}, float32, "W");
+  Tensor Xb = ops::nchw_to_nchwc(X, 4);
+  Tensor Wb = ops::kcrs_to_kcrsck(W, 4, 8);
+  Tensor Yb = ops::conv2d_nchwc(Xb, Wb, c.p);
+  Tensor Y = ops::nchwc_to_nchw(Yb);
+  Buffer x = ref::random(X.shape(), 7), w = ref::random(W.shape(), 8);
+  ref::expect_close(run_default({X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, c.p));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ops, Conv2d,
+    ::testing::Values(ConvCase{1, 8, 12, 12, 16, 3, 3, {1, 1, 1, 1, 1, 1, 1}},
+                      ConvCase{2, 4, 9, 11, 8, 3, 3, {2, 2, 1, 1, 1, 1, 1}},        // stride 2, odd sizes
+                      ConvCase{1, 8, 10, 10, 16, 1, 1, {1, 1, 0, 0, 1, 1, 1}},      // 1x1
+                      ConvCase{1, 4, 13, 13, 8, 3, 3, {1, 1, 2, 2, 2, 2, 1}},       // dilation 2
+                      ConvCase{1, 8, 7, 7, 16, 3, 3, {1, 1, 1, 1, 1, 1, 4}},        // groups 4
+                      ConvCase{1, 12, 14, 14, 24, 5, 5, {1, 2, 2, 0, 1, 1, 1}}));   // asymmetric
+
+TEST(Ops, DepthwiseConv2d) {
+  ops::Conv2dParams p{1, 1, 1, 1, 1, 1, 1};
+  Tensor X = placeholder({1, 6, 10, 10}, float32, "X");
+  Tensor W = placeholder({12, 1, 3, 3}, float32, "W");  // multiplier 2
+  Tensor Y = ops::depthwise_conv2d_nchw(X, W, p);
+  Buffer x = ref::random(X.shape(), 1), w = ref::random(W.shape(), 2);
+  p.groups = 6;  // a depthwise convolution is a grouped one with groups = C
+  ref::expect_close(run_default({X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, p));
+}
+
+TEST(Ops, Pooling) {
+  Tensor X = placeholder({2, 3, 9, 9}, float32, "X");
+  ops::Pool2dParams p{3, 3, 2, 2, 1, 1};
+  Tensor Mx = ops::max_pool2d(X, p, "maxp");
+  Tensor Av = ops::avg_pool2d(X, p, "avgp");
+  Buffer x = ref::random(X.shape(), 9);
+  auto got = ref::run(ops::default_schedule({Mx, Av}), {X, Mx, Av}, {x});
+  ref::View xv(x), mv(got[0]), av(got[1]);
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t i = 0; i < 5; ++i)
+        for (int64_t j = 0; j < 5; ++j) {
+          double m = -INFINITY, s = 0;
+          int cnt = 0;
+          for (int r = 0; r < 3; ++r)
+            for (int q = 0; q < 3; ++q) {
+              int64_t y = i * 2 + r - 1, xx = j * 2 + q - 1;
+              if (y < 0 || y >= 9 || xx < 0 || xx >= 9) continue;
+              m = std::max(m, xv({n, c, y, xx}));
+              s += xv({n, c, y, xx});
+              ++cnt;
+            }
+          EXPECT_NEAR(mv({n, c, i, j}), m, 1e-6);
+          EXPECT_NEAR(av({n, c, i, j}), s / cnt, 1e-5);
+        }
+}
+
+TEST(Ops, Softmax) {
+  Tensor X = placeholder({7, 50}, float32, "X");
+  Tensor Y = ops::softmax(X);
+  Buffer x = ref::random(X.shape(), 11, float32, -5, 5);
+  Buffer got = run_default({X, Y}, {x})[0];
+  for (int i = 0; i < 7; ++i) {
+    double mx = -INFINITY, s = 0;
+    for (int j = 0; j < 50; ++j) mx = std::max(mx, x.get(i * 50 + j));
+    for (int j = 0; j < 50; ++j) s += std::exp(x.get(i * 50 + j) - mx);
+    for (int j = 0; j < 50; ++j) EXPECT_NEAR(got.get(i * 50 + j), std::exp(x.get(i * 50 + j) - mx) / s, 1e-6);
+  }
+}
+
+TEST(Ops, LayerNorm) {
+  Tensor X = placeholder({5, 64}, float32, "X");
+  Tensor g = placeholder({64}, float32, "gamma");
+  Tensor b = placeholder({64}, float32, "beta");
+  Tensor Y = ops::layer_norm(X, g, b, 1e-5);
+  Buffer x = ref::random(X.shape(), 1), gv = ref::random({64}, 2), bv = ref::random({64}, 3);
+  Buffer got = run_default({X, g, b, Y}, {x, gv, bv})[0];
+  for (int i = 0; i < 5; ++i) {
+    double mean = 0, var = 0;
+    for (int j = 0; j < 64; ++j) mean += x.get(i * 64 + j) / 64;
+    for (int j = 0; j < 64; ++j) var += std::pow(x.get(i * 64 + j) - mean, 2) / 64;
+    for (int j = 0; j < 64; ++j)
+      EXPECT_NEAR(got.get(i * 64 + j), (x.get(i * 64 + j) - mean) / std::sqrt(var + 1e-5) * gv.get(j) + bv.get(j), 1e-4);
+  }
+}
+
+TEST(Ops, ElementwiseAndBroadcast) {
+  Tensor A = placeholder({4, 5, 6}, float32, "A");
+  Tensor B = placeholder({5, 1}, float32, "B");
+  Tensor bias = placeholder({5}, float32, "bias");
+  Tensor S = ops::add(A, B, "s");
+  Tensor M = ops::multiply(S, A, "m");
+  Tensor D = ops::maximum(ops::subtract(M, A, "d0"), ops::divide(A, B, "d1"), "d");
+  Tensor R = ops::relu(ops::bias_add(D, bias, 1, "ba"), "r");
+  Buffer a = ref::random(A.shape(), 1), b = ref::random(B.shape(), 2, float32, 0.5, 2), bb = ref::random({5}, 3);
+  Buffer got = run_default({A, B, bias, R}, {a, b, bb})[0];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 5; ++j)
+      for (int k = 0; k < 6; ++k) {
+        double av = a.get((i * 5 + j) * 6 + k), bv = b.get(j);
+        double m = (av + bv) * av;
+        double d = std::max(m - av, av / bv);
+        EXPECT_NEAR(got.get((i * 5 + j) * 6 + k), std::max(0.0, d + bb.get(j)), 1e-5);
+      }
+}
+
+TEST(Ops, Float16StoredAsHalfComputedInFloat) {
+  Tensor A = placeholder({33, 40}, float16, "A");
+  Tensor B = placeholder({40, 20}, float16, "B");
+  IterVar k = reduce_axis(40, "k");
+  Tensor C = compute({33, 20}, [&](Var i, Var j) { return sum(cast(float32, A(i, k)) * cast(float32, B(k, j)), {k}); }, "C");
+  Tensor H = ops::cast(C, float16, "H");
+  Buffer a = ref::random(A.shape(), 1, float16), b = ref::random(B.shape(), 2, float16);
+  Buffer got = run_default({A, B, H}, {a, b})[0];
+  Buffer want = ref::matmul(a, b);
+  EXPECT_EQ(got.dtype(), float16);
+  for (int64_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got.get(i), want.get(i), 1e-2 * std::max(1.0, std::abs(want.get(i))));
+}
+
+TEST(Ops, IntegerTypes) {
+  Tensor A = placeholder({16, 24}, int8, "A");
+  Tensor B = placeholder({24, 32}, uint8, "B");
+  IterVar k = reduce_axis(24, "k");
+  Tensor C = compute({16, 32}, [&](Var i, Var j) { return sum(cast(int32, A(i, k)) * cast(int32, B(k, j)), {k}); }, "C");
+  Tensor L = compute({16, 32}, [&](Var i, Var j) { return cast(int64, C(i, j)) * int64_t(3); }, "L");
+  Buffer a = ref::random(A.shape(), 1, int8, -100, 100), b = ref::random(B.shape(), 2, uint8, 0, 255);
+  auto got = ref::run(ops::default_schedule({L}), {A, B, L}, {a, b})[0];
+  Buffer want = ref::matmul(a, b);
+  for (int64_t i = 0; i < want.size(); ++i) EXPECT_EQ(got.get(i), want.get(i) * 3);
+}
+
+TEST(Ops, BoolAndSelect) {
+  Tensor A = placeholder({10, 10}, float32, "A");
+  Tensor M = compute({10, 10}, [&](Var i, Var j) { return A(i, j) > 0.0f; }, "mask");
+  Tensor Y = compute({10, 10}, [&](Var i, Var j) { return select(M(i, j), A(i, j), -A(i, j) * 2.0f); }, "Y");
+  Schedule s({M, Y});
+  Buffer a = ref::random(A.shape(), 4);
+  auto got = ref::run(s, {A, M, Y}, {a});
+  EXPECT_EQ(got[0].dtype(), boolean);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(got[0].get(i), a.get(i) > 0 ? 1.0 : 0.0);
+    EXPECT_FLOAT_EQ(got[1].get(i), a.get(i) > 0 ? a.get(i) : -a.get(i) * 2);
+  }
+}
+
+TEST(Ops, MathIntrinsics) {
+  Tensor A = placeholder({64}, float32, "A");
+  std::vector<std::pair<std::function<Expr(Expr)>, std::function<double(double)>>> fns = {
+      {[](Expr x) { return exp(x); }, [](double x) { return std::exp(x); }},
+      {[](Expr x) { return log(x); }, [](double x) { return std::log(x); }},
+      {[](Expr x) { return sqrt(x); }, [](double x) { return std::sqrt(x); }},
+      {[](Expr x) { return rsqrt(x); }, [](double x) { return 1 / std::sqrt(x); }},
+      {[](Expr x) { return tanh(x); }, [](double x) { return std::tanh(x); }},
+      {[](Expr x) { return sigmoid(x); }, [](double x) { return 1 / (1 + std::exp(-x)); }},
+      {[](Expr x) { return erf(x); }, [](double x) { return std::erf(x); }},
+      {[](Expr x) { return abs(x - 1.0f); }, [](double x) { return std::abs(x - 1); }},
+      {[](Expr x) { return pow(x, 1.5f); }, [](double x) { return std::pow(x, 1.5); }},
+      {[](Expr x) { return floor(x * 3.0f); }, [](double x) { return std::floor(x * 3); }},
+      {[](Expr x) { return ceil(x * 3.0f); }, [](double x) { return std::ceil(x * 3); }},
+  };
+  Buffer a = ref::random(A.shape(), 5, float32, 0.1, 2.0);
+  for (auto& [f, g] : fns) {
+    Tensor Y = compute({64}, [&](Var i) { return f(A(i)); }, "Y");
+    Schedule s({Y});
+    auto [o, in] = s[Y].split("i", 16);
+    s[Y].vectorize(in);
+    Buffer got = ref::run(s, {A, Y}, {a})[0];
+    for (int i = 0; i < 64; ++i) EXPECT_NEAR(got.get(i), g(a.get(i)), 1e-5 * std::max(1.0, std::abs(g(a.get(i)))));
+  }
+}
