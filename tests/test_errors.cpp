@@ -1,1 +1,179 @@
+// Programs that must fail: every user error names what is wrong (checked by substring),
+// and is a tessel::Error, not a crash or an internal error.
 #include "reference.h"
+
+using namespace tessel;
+
+namespace {
+
+struct Mm {
+  Tensor A = placeholder({32, 16}, float32, "A");
+  Tensor B = placeholder({16, 24}, float32, "B");
+  IterVar k = reduce_axis(16, "k");
+  Tensor C = compute({32, 24}, [this](Var i, Var j) { return sum(A(i, k) * B(k, j), {k}); }, "C");
+  Tensor D = compute({32, 24}, [this](Var i, Var j) { return C(i, j) + 1.0f; }, "D");
+};
+
+template <typename F>
+void expect_error(F f, std::initializer_list<const char*> parts) {
+  try {
+    f();
+  } catch (const InternalError& e) {
+    FAIL() << "internal error instead of a user error: " << e.what();
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    for (const char* p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' missing from: " << msg;
+    return;
+  }
+  FAIL() << "no error was raised";
+}
+
+}  // namespace
+
+TEST(Errors, VectorizeReductionAxis) {
+  Mm m;
+  Schedule s({m.D});
+  expect_error([&] { s[m.C].vectorize("k"); }, {"vectorize", "stage 'C'", "axis 'k'", "reduction axis", "rfactor"});
+}
+
+TEST(Errors, VectorizeTooWideExtent) {
+  Mm m;
+  Schedule s({m.D});
+  // Extents are compile-time constants here; a vector longer than 64 lanes is refused.
+  Tensor E = compute({1000}, [&](Var i) { return m.A(i % 32, 0) * 2.0f; }, "E");
+  Schedule t({E});
+  expect_error([&] { t[E].vectorize("i"); }, {"vectorize", "stage 'E'", "axis 'i'", "extent 1000", "split"});
+}
+
+TEST(Errors, ReorderAxisOfAnotherStage) {
+  Mm m;
+  Schedule s({m.D});
+  expect_error([&] { s[m.D].reorder({"j", "k"}); }, {"reorder", "'k'", "stage 'D'", "its axes are i, j"});
+}
+
+TEST(Errors, SplitFactorNotPositive) {
+  Mm m;
+  Schedule s({m.D});
+  expect_error([&] { s[m.C].split("i", 0); }, {"split", "stage 'C'", "axis 'i'", "factor is 0", "positive"});
+  expect_error([&] { s[m.C].split_nparts("j", -2); }, {"nparts is -2"});
+}
+
+TEST(Errors, ComputeAtAxisNotInConsumer) {
+  Mm m;
+  Schedule s({m.D});
+  expect_error([&] { s[m.C].compute_at(s[m.D], "k"); },
+               {"compute_at", "'k' is not a loop axis of consumer 'D'", "legal places", "i, j"});
+  Tensor E = compute({32, 24}, [&](Var i, Var j) { return m.A(i, 0) * 2.0f; }, "E");
+  Schedule t({m.D, E});
+  expect_error([&] { t[m.C].compute_at(t[E], "i"); }, {"'E' does not read 'C'", "consumers: D"});
+}
+
+TEST(Errors, ComputeAtWithAReaderOutside) {
+  Mm m;
+  Tensor E = compute({32, 24}, [&](Var i, Var j) { return m.C(i, j) * 2.0f; }, "E");
+  Schedule s({m.D, E});
+  s[m.C].compute_at(s[m.D], "i");
+  expect_error([&] { lower(s, {m.A, m.B, m.D, E}); }, {"'E' also reads it outside that loop"});
+}
+
+TEST(Errors, InlineReduction) {
+  Mm m;
+  Schedule s({m.D});
+  expect_error([&] { s[m.C].compute_inline(); }, {"compute_inline", "stage 'C'", "reduction", "compute_at"});
+}
+
+TEST(Errors, InlineOutput) {
+  Mm m;
+  Schedule s({m.D});
+  expect_error([&] { s[m.D].compute_inline(); }, {"'D' is an output"});
+}
+
+TEST(Errors, FuseNonAdjacent) {
+  Mm m;
+  Schedule s({m.D});
+  s[m.C].split("i", 4);
+  expect_error([&] { s[m.C].fuse("i.outer", "j"); },
+               {"fuse", "stage 'C'", "'i.outer' and 'j' are not adjacent", "reorder them first"});
+  expect_error([&] { s[m.C].fuse("j", "k"); }, {"mix a spatial and a reduction axis"});
+}
+
+TEST(Errors, BindTwice) {
+  Mm m;
+  Schedule s({m.D});
+  s[m.D].bind("i", "blockIdx.x");
+  expect_error([&] { s[m.D].bind("i", "threadIdx.x"); }, {"bind", "axis 'i'", "already bound to blockIdx.x"});
+  expect_error([&] { s[m.D].bind("j", "blockIdx.x"); }, {"blockIdx.x is already bound to axis 'i'"});
+  expect_error([&] { s[m.D].bind("j", "warp.x"); }, {"unknown thread tag 'warp.x'"});
+}
+
+TEST(Errors, AxisGoneAfterSplit) {
+  Mm m;
+  Schedule s({m.D});
+  s[m.D].split("i", 4);
+  expect_error([&] { s[m.D].parallel("i"); }, {"no loop axis 'i' any more", "i.outer, i.inner, j"});
+}
+
+TEST(Errors, UnknownStage) {
+  Mm m;
+  Schedule s({m.D});
+  expect_error([&] { s["Q"]; }, {"no stage named 'Q'", "A, B, C, D"});
+}
+
+TEST(Errors, ParallelReduction) {
+  Mm m;
+  Schedule s({m.D});
+  expect_error([&] { s[m.C].parallel("k"); }, {"parallel", "reduction axis"});
+}
+
+TEST(Errors, CacheWriteAfterTransform) {
+  Mm m;
+  Schedule s({m.D});
+  s[m.C].split("i", 4);
+  expect_error([&] { s.cache_write(m.C, "local"); }, {"cache_write", "before scheduling it"});
+}
+
+TEST(Errors, CallWithWrongShapesOrDtypes) {
+  Mm m;
+  Module mod = build(Schedule({m.D}), {m.A, m.B, m.D});
+  Buffer a({32, 16}, float32), b({16, 24}, float32), d({32, 24}, float32);
+  expect_error([&] { mod(a, b); }, {"takes 3 buffers, got 2"});
+  expect_error([&] { mod(a, Buffer({16, 25}, float32), d); }, {"argument 1 ('B') must be float32[16, 24]", "float32[16, 25]"});
+  expect_error([&] { mod(a, b, Buffer({32, 24}, float64)); }, {"('D') must be float32[32, 24]", "float64[32, 24]"});
+  expect_error([&] { mod(a, Buffer(), d); }, {"empty Buffer"});
+}
+
+TEST(Errors, BuildArguments) {
+  Mm m;
+  Schedule s({m.D});
+  expect_error([&] { build(s, {m.A, m.D}); }, {"input 'B' is read", "not in the argument list"});
+  expect_error([&] { build(s, {m.A, m.B}); }, {"output 'D' must be in the argument list"});
+}
+
+TEST(Errors, BadTensorDefinitions) {
+  Tensor A = placeholder({4, 4}, float32, "A");
+  expect_error([&] { placeholder({4, 0}, float32, "Z"); }, {"dimension 1 has extent 0"});
+  expect_error([&] { A(1); }, {"'A' has 2 dimensions but is indexed with 1"});
+  expect_error([&] { A(Expr(1.5f), Expr(0)); }, {"index 0 of tensor 'A' has type float32"});
+  IterVar k = reduce_axis(4, "k");
+  expect_error([&] { compute({4}, [&](Var i) { return A(i, k); }, "bad"); }, {"uses variable 'k'"});
+  expect_error([&] { compute({4}, [&](Var i) { return sum(A(i, k), {k}) + 1.0f; }, "bad2"); },
+               {"a reduction must be the whole body"});
+  expect_error([&] { reduce_axis(0, "r"); }, {"reduce_axis 'r' has extent 0"});
+  expect_error([&] { ops::matmul(A, placeholder({5, 4}, float32, "B")); }, {"disagree on the reduction length: 4 vs 5"});
+  expect_error([&] { ops::conv2d_nchw(placeholder({1, 3, 4, 4}, float32, "X"), placeholder({8, 3, 7, 7}, float32, "W")); },
+               {"the height output size is -2", "does not fit"});
+}
+
+TEST(Errors, UnknownPragmaAndTarget) {
+  Mm m;
+  Schedule s({m.D});
+  expect_error([&] { s[m.D].pragma("i", "unroll_everything", 1); }, {"unknown pragma 'unroll_everything'"});
+  BuildOptions o;
+  o.target = "cuda";
+  expect_error([&] { build(s, {m.A, m.B, m.D}, o); }, {"unknown target 'cuda'", "llvm"});
+}
+
+TEST(Errors, InternalErrorsSayTheyAreBugs) {
+  InternalError e("x");
+  EXPECT_NE(std::string(e.what()).find("this is a bug in Tessel"), std::string::npos);
+}

@@ -1,1 +1,295 @@
+// Every schedule primitive, checked for numerical correctness against a reference, and
+// the step record: JSON round trip, replay and C++ printing.
 #include "reference.h"
+
+using namespace tessel;
+using ref::Buffer;
+
+namespace {
+
+struct Mm {
+  Tensor A, B, C;
+  IterVar k;
+  Mm(int64_t M, int64_t N, int64_t K) {
+    A = placeholder({M, K}, float32, "A");
+    B = placeholder({K, N}, float32, "B");
+    k = reduce_axis(K, "k");
+    C = compute({M, N}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j), {k}); }, "C");
+  }
+  void check(const Schedule& s) {
+    Buffer a = ref::random(A.shape(), 1), b = ref::random(B.shape(), 2);
+    ref::expect_close(ref::run(s, {A, B, C}, {a, b})[0], ref::matmul(a, b));
+  }
+};
+
+}  // namespace
+
+TEST(Primitives, SplitDividing) {
+  Mm m(64, 32, 16);
+  Schedule s({m.C});
+  s[m.C].split("i", 8);
+  s[m.C].split("j", 16);
+  m.check(s);
+}
+
+TEST(Primitives, SplitNonDividingUsesGuards) {
+  Mm m(37, 29, 13);
+  Schedule s({m.C});
+  auto [io, ii] = s[m.C].split("i", 8);
+  auto [ko, ki] = s[m.C].split("k", 5);
+  s[m.C].split(ii, 3);
+  m.check(s);
+  EXPECT_NE(lower(s, {m.A, m.B, m.C}).str().find("if ("), std::string::npos);
+}
+
+TEST(Primitives, SplitNParts) {
+  Mm m(30, 31, 7);
+  Schedule s({m.C});
+  s[m.C].split_nparts("i", 4);
+  s[m.C].split_nparts("j", 3);
+  m.check(s);
+}
+
+TEST(Primitives, SplitFactorLargerThanExtentIsClamped) {
+  Mm m(10, 10, 10);
+  Schedule s({m.C});
+  s[m.C].split("i", 64);
+  m.check(s);
+}
+
+TEST(Primitives, FuseAndReorder) {
+  Mm m(24, 20, 9);
+  Schedule s({m.C});
+  s[m.C].reorder({"k", "j", "i"});
+  m.check(s);
+  Schedule t({m.C});
+  t[m.C].fuse("i", "j");
+  m.check(t);
+  Schedule u({m.C});
+  auto [jo, ji] = u[m.C].split("j", 6);
+  u[m.C].reorder({jo, "i", ji});
+  Axis f = u[m.C].fuse({jo, "i"});
+  u[m.C].parallel(f);
+  m.check(u);
+}
+
+TEST(Primitives, Tile) {
+  Mm m(50, 40, 17);
+  Schedule s({m.C});
+  auto t = s[m.C].tile("i", "j", 8, 16);
+  EXPECT_EQ(s[m.C].leaf_axes(), (std::vector<std::string>{"i.outer", "j.outer", "i.inner", "j.inner", "k"}));
+  s[m.C].vectorize(t.yi);
+  m.check(s);
+}
+
+TEST(Primitives, VectorizeUnrollParallel) {
+  Mm m(64, 48, 20);
+  Schedule s({m.C});
+  auto t = s[m.C].tile("i", "j", 4, 16);
+  s[m.C].reorder({t.xo, t.yo, "k", t.xi, t.yi});
+  s[m.C].vectorize(t.yi);
+  s[m.C].unroll(t.xi);
+  s[m.C].parallel(t.xo);
+  m.check(s);
+}
+
+TEST(Primitives, VectorizeNonDividingTailIsMasked) {
+  Tensor A = placeholder({3, 21}, float32, "A");
+  Tensor B = compute({3, 21}, [&](Var i, Var j) { return A(i, j) * 2.0f + 1.0f; }, "B");
+  Schedule s({B});
+  auto [jo, ji] = s[B].split("j", 8);
+  s[B].vectorize(ji);
+  std::string ir = lower(s, {A, B}).str();
+  EXPECT_NE(ir.find("ramp("), std::string::npos) << ir;
+  Buffer a = ref::random(A.shape(), 3);
+  Buffer got = ref::run(s, {A, B}, {a})[0];
+  for (int i = 0; i < 63; ++i) EXPECT_FLOAT_EQ(got.get(i), float(a.get(i) * 2 + 1));
+}
+
+TEST(Primitives, PragmaAutoUnroll) {
+  Mm m(16, 32, 8);
+  Schedule s({m.C});
+  auto t = s[m.C].tile("i", "j", 4, 4);
+  s[m.C].reorder({t.xo, t.yo, "k", t.xi, t.yi});
+  s[m.C].pragma(t.xo, "auto_unroll_max_step", 16);
+  std::string ir = lower(s, {m.A, m.B, m.C}).str();
+  EXPECT_EQ(ir.find("for (i.inner"), std::string::npos) << ir;  // unrolled away
+  m.check(s);
+}
+
+TEST(Primitives, ComputeInline) {
+  Tensor A = placeholder({10, 12}, float32, "A");
+  Tensor B = compute({10, 12}, [&](Var i, Var j) { return A(i, j) + 1.0f; }, "B");
+  Tensor C = compute({10, 12}, [&](Var i, Var j) { return B(i, j) * B(i, j); }, "C");
+  Schedule s({C});
+  s[B].compute_inline();
+  EXPECT_EQ(lower(s, {A, C}).str().find("allocate"), std::string::npos);
+  Buffer a = ref::random(A.shape(), 1);
+  Buffer got = ref::run(s, {A, C}, {a})[0];
+  for (int i = 0; i < 120; ++i) EXPECT_FLOAT_EQ(got.get(i), float((a.get(i) + 1) * (a.get(i) + 1)));
+}
+
+TEST(Primitives, ComputeAtChainAndComputeRoot) {
+  // pad -> blur -> scale, with blur computed at scale's rows and pad at blur's rows.
+  Tensor A = placeholder({30, 30}, float32, "A");
+  Tensor P = compute({32, 32}, [&](Var i, Var j) {
+    return select(i >= 1 && i < 31 && j >= 1 && j < 31, A(max(i - 1, 0), max(j - 1, 0)), Expr(0.0f));
+  }, "P");
+  Tensor Bl = compute({30, 30}, [&](Var i, Var j) {
+    return (P(i, j + 1) + P(i + 1, j + 1) + P(i + 2, j + 1) + P(i + 1, j) + P(i + 1, j + 2)) * 0.2f;
+  }, "Bl");
+  Tensor S = compute({30, 30}, [&](Var i, Var j) { return Bl(i, j) * 3.0f; }, "S");
+  Buffer a = ref::random(A.shape(), 4);
+  std::vector<double> want(900);
+  auto pa = [&](int i, int j) { return i >= 1 && i < 31 && j >= 1 && j < 31 ? a.get((i - 1) * 30 + j - 1) : 0.0; };
+  for (int i = 0; i < 30; ++i)
+    for (int j = 0; j < 30; ++j)
+      want[i * 30 + j] = (pa(i, j + 1) + pa(i + 1, j + 1) + pa(i + 2, j + 1) + pa(i + 1, j) + pa(i + 1, j + 2)) * 0.2 * 3;
+  auto check = [&](const Schedule& s) {
+    Buffer got = ref::run(s, {A, S}, {a})[0];
+    for (int i = 0; i < 900; ++i) ASSERT_NEAR(got.get(i), want[i], 1e-5) << lower(s, {A, S}).str();
+  };
+  Schedule s({S});
+  auto [io, ii] = s[S].split("i", 7);  // 30 is not a multiple of 7: the regions hang over the edge
+  s[Bl].compute_at(s[S], io);
+  auto [bo, bi] = s[Bl].split("i", 2);
+  s[P].compute_at(s[Bl], bo);
+  check(s);
+  s[P].compute_root();
+  check(s);
+  Schedule t({S});
+  t[Bl].compute_inline();
+  t[P].compute_at(t[S], "j");
+  check(t);
+}
+
+TEST(Primitives, CacheReadAndCacheWrite) {
+  Mm m(40, 48, 24);
+  Schedule s({m.C});
+  Tensor CL = s.cache_write(m.C, "local");
+  EXPECT_EQ(CL.name(), "C.local");
+  Tensor AL = s.cache_read(m.A, "local", {CL});
+  EXPECT_EQ(AL.name(), "A.local");
+  auto t = s[m.C].tile("i", "j", 8, 16);
+  s[CL].compute_at(s[m.C], t.yo);
+  s[AL].compute_at(s[CL], "k");
+  s[m.C].vectorize(t.yi);
+  m.check(s);
+}
+
+TEST(Primitives, RFactor) {
+  Tensor A = placeholder({1000}, float32, "A");
+  IterVar k = reduce_axis(1000, "k");
+  Tensor S = compute({1}, [&](Var) { return sum(A(k), {k}); }, "S");
+  Buffer a = ref::random(A.shape(), 5);
+  double want = 0;
+  for (int i = 0; i < 1000; ++i) want += a.get(i);
+  for (int64_t f : {16, 24}) {  // 24 does not divide 1000
+    Schedule s({S});
+    auto [ko, ki] = s[S].split("k", f);
+    Tensor RF = s.rfactor(S, ki);
+    EXPECT_EQ(RF.shape()[0], f);
+    s[RF].vectorize(RF.axis(0));
+    Buffer got = ref::run(s, {A, S}, {a})[0];
+    EXPECT_NEAR(got.get(0), want, 1e-3);
+  }
+  Schedule o({S});
+  auto [ko, ki] = o[S].split("k", 8);
+  Tensor RF = o.rfactor(S, ko);  // factor the outer part: 125 partial sums in parallel
+  o[RF].parallel(RF.axis(0));
+  EXPECT_NEAR(ref::run(o, {A, S}, {a})[0].get(0), want, 1e-3);
+}
+
+TEST(Primitives, ReductionWithPredicateAndInit) {
+  Tensor A = placeholder({8, 20}, float32, "A");
+  IterVar k = reduce_axis(20, "k");
+  Tensor S = compute({8}, [&](Var i) { return sum(A(i, k), {k}, k % 3 == 0, Expr(10.0f)); }, "S");
+  IterVar k2 = reduce_axis(20, "k2");
+  Tensor P = compute({8}, [&](Var i) { return prod(A(i, k2) + 2.0f, {k2}, k2 < 4); }, "P");
+  IterVar k3 = reduce_axis(20, "k3");
+  Tensor Mn = compute({8}, [&](Var i) { return min(A(i, k3), {k3}); }, "Mn");
+  Buffer a = ref::random(A.shape(), 6);
+  auto got = ref::run(Schedule({S, P, Mn}), {A, S, P, Mn}, {a});
+  for (int i = 0; i < 8; ++i) {
+    double s = 10, p = 1, mn = 1e9;
+    for (int j = 0; j < 20; ++j) {
+      if (j % 3 == 0) s += a.get(i * 20 + j);
+      if (j < 4) p *= a.get(i * 20 + j) + 2;
+      mn = std::min(mn, a.get(i * 20 + j));
+    }
+    EXPECT_NEAR(got[0].get(i), s, 1e-5);
+    EXPECT_NEAR(got[1].get(i), p, 1e-4);
+    EXPECT_FLOAT_EQ(got[2].get(i), float(mn));
+  }
+}
+
+TEST(Primitives, StorageAlign) {
+  Tensor A = placeholder({16, 16}, float32, "A");
+  Tensor B = compute({16, 16}, [&](Var i, Var j) { return A(i, j) + 1.0f; }, "B");
+  Tensor C = compute({16, 16}, [&](Var i, Var j) { return B(j, i) * 2.0f; }, "C");
+  Schedule s({C});
+  s[B].storage_align("i", 16, 4);  // row stride 20 instead of 16
+  std::string ir = lower(s, {A, C}).str();
+  EXPECT_NE(ir.find("float32 * 320"), std::string::npos) << ir;  // 16 rows of stride 20
+  Buffer a = ref::random(A.shape(), 1);
+  Buffer got = ref::run(s, {A, C}, {a})[0];
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) EXPECT_FLOAT_EQ(got.get(i * 16 + j), float((a.get(j * 16 + i) + 1) * 2));
+}
+
+TEST(Primitives, BindIsRecordedAndRejectedByTheCpuTarget) {
+  Mm m(32, 32, 8);
+  Schedule s({m.C});
+  auto [io, ii] = s[m.C].split("i", 8);
+  s[m.C].bind(io, "blockIdx.x");
+  s[m.C].bind(ii, "threadIdx.x");
+  EXPECT_EQ(s.steps().back().to_json(), R"(["bind","C","i.inner","threadIdx.x"])");
+  try {
+    build(s, {m.A, m.B, m.C});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bound to blockIdx.x"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Steps, JsonRoundTripReplayAndCpp) {
+  Mm m(40, 48, 24);
+  Schedule s({m.C});
+  Tensor CL = s.cache_write(m.C, "local");
+  auto t = s[m.C].tile("i", "j", 8, 16);
+  s[m.C].parallel(s[m.C].fuse(t.xo, t.yo));
+  s[CL].compute_at(s[m.C], t.yi);
+  auto [ko, ki] = s[CL].split("k", 4);
+  s[CL].unroll(ki);
+  s[CL].pragma(ko, "auto_unroll_max_step", 64);
+  s[m.C].storage_align("i", 4, 0);
+
+  std::string json = steps_to_json(s.steps());
+  std::vector<Step> back = steps_from_json(json);
+  ASSERT_EQ(back.size(), s.steps().size());
+  for (size_t i = 0; i < back.size(); ++i) EXPECT_TRUE(back[i] == s.steps()[i]) << back[i].to_json();
+  // A fresh compute definition (new nodes, same names) replays to the same loops.
+  Mm fresh(40, 48, 24);
+  Schedule r = Schedule::replay({fresh.C}, back);
+  EXPECT_EQ(lower(r, {fresh.A, fresh.B, fresh.C}).str(), lower(s, {m.A, m.B, m.C}).str());
+  fresh.check(r);
+  std::string cpp = s.to_cpp();
+  EXPECT_NE(cpp.find(R"(s.cache_write(s.tensor("C"), "local");)"), std::string::npos) << cpp;
+  EXPECT_NE(cpp.find(R"(s["C.local"].compute_at(s["C"], "j.inner");)"), std::string::npos) << cpp;
+  EXPECT_NE(cpp.find(R"(s["C.local"].pragma("k.outer", "auto_unroll_max_step", 64);)"), std::string::npos) << cpp;
+}
+
+TEST(Steps, BadJsonIsAClearError) {
+  auto msg = [](const std::string& text) {
+    try {
+      steps_from_json(text);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(msg("[[\"splt\", \"C\", \"i\", 4]]").find("unknown step kind 'splt'"), std::string::npos);
+  EXPECT_NE(msg("[[\"split\", \"C\", \"i\"]]").find("a split step has 4 elements"), std::string::npos);
+  EXPECT_NE(msg("[[\"split\", \"C\", \"i\", \"4\"]]").find("element 3 must be an integer"), std::string::npos);
+  EXPECT_NE(msg("[[\"split\", ").find("not valid JSON"), std::string::npos);
+}

@@ -69,6 +69,19 @@ std::vector<std::string> ScheduleState::readers(const std::string& name) const {
   return out;
 }
 
+std::vector<std::string> ScheduleState::effective_readers(const std::string& name) const {
+  std::vector<std::string> out;
+  for (auto& r : readers(name)) {
+    if (stage(r).attach != StageState::Inline) {
+      out.push_back(r);
+      continue;
+    }
+    for (auto& rr : effective_readers(r))
+      if (std::find(out.begin(), out.end(), rr) == out.end()) out.push_back(rr);
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------
 // Building stages
 // ---------------------------------------------------------------------------------------
@@ -316,7 +329,7 @@ void do_compute_at(ScheduleState& st, StageState& s, const std::string& parent, 
   TESSEL_USER_CHECK(!st.is_output(s.name), "compute_at: stage '", s.name,
                     "' is an output; outputs are computed at the root");
   const StageState& p = st.stage(parent);
-  auto readers = st.readers(s.name);
+  auto readers = st.effective_readers(s.name);
   TESSEL_USER_CHECK(std::find(readers.begin(), readers.end(), parent) != readers.end(), "compute_at: stage '",
                     parent, "' does not read '", s.name, "'; a stage can only be computed inside a consumer (",
                     readers.empty() ? std::string("it has none") : "its consumers: " + [&] {

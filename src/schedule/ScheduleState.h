@@ -60,6 +60,8 @@ struct ScheduleState {
   bool is_output(const std::string& name) const;
   // Stages whose op reads `name`'s op.
   std::vector<std::string> readers(const std::string& name) const;
+  // Readers that are not inlined; an inlined reader's readers stand in for it.
+  std::vector<std::string> effective_readers(const std::string& name) const;
   std::string stage_list() const;
 };
 
