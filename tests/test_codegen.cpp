@@ -1,1 +1,157 @@
+// The LLVM back end: vector instructions, threads, IR/assembly dumps, exported libraries.
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <mutex>
+#include <thread>
+
+#include "runtime/Runtime.h"
+
 #include "reference.h"
+
+using namespace tessel;
+
+namespace {
+Tensor scale_add(Tensor A, Tensor B) {
+  return compute(A.shape(), [&](Var i, Var j) { return A(i, j) * 3.0f + B(i, j); }, "Y");
+}
+}  // namespace
+
+TEST(CodeGen, VectorizedLoopBecomesVectorInstructions) {
+  Tensor A = placeholder({64, 64}, float32, "A");
+  Tensor B = placeholder({64, 64}, float32, "B");
+  Tensor Y = scale_add(A, B);
+  Schedule s({Y});
+  auto [jo, ji] = s[Y].split("j", 16);
+  s[Y].vectorize(ji);
+  Module m = build(s, {A, B, Y});
+  std::string ir = m.llvm_ir(), as = m.assembly();
+  EXPECT_NE(ir.find("<16 x float>"), std::string::npos) << ir;
+  // On an AVX-512 machine 16 floats fill a zmm register; otherwise two ymm or four xmm.
+  bool vector_regs = as.find("zmm") != std::string::npos || as.find("ymm") != std::string::npos ||
+                     as.find("xmm") != std::string::npos;
+  EXPECT_TRUE(vector_regs) << as;
+  EXPECT_NE(as.find("vfmadd"), std::string::npos) << "a*b+c should contract into an FMA:\n" << as;
+}
+
+TEST(CodeGen, ScalarScheduleHasNoWideVectors) {
+  Tensor A = placeholder({8, 8}, float32, "A");
+  Tensor B = placeholder({8, 8}, float32, "B");
+  Tensor Y = scale_add(A, B);
+  Schedule s({Y});
+  std::string ir = lower(s, {A, B, Y}).str();
+  EXPECT_EQ(ir.find("ramp("), std::string::npos);
+}
+
+TEST(CodeGen, ParallelLoopRunsOnSeveralThreads) {
+  Tensor A = placeholder({4096, 64}, float32, "A");
+  Tensor B = placeholder({4096, 64}, float32, "B");
+  Tensor Y = scale_add(A, B);
+  Schedule s({Y});
+  s[Y].parallel("i");
+  EXPECT_NE(build(s, {A, B, Y}).llvm_ir().find("tessel_parallel_for"), std::string::npos);
+  int before = num_threads();
+  set_num_threads(2);
+  EXPECT_EQ(num_threads(), 2);
+  // The runtime entry the kernel calls hands chunks to distinct threads.
+  struct Seen {
+    std::mutex mu;
+    std::set<std::thread::id> ids;
+  } seen;
+  auto task = [](int64_t b, int64_t e, void* p) {
+    auto* s = static_cast<Seen*>(p);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // both chunks overlap in time
+    std::lock_guard<std::mutex> lk(s->mu);
+    s->ids.insert(std::this_thread::get_id());
+  };
+  tessel_parallel_for(task, &seen, 0, 2);
+  EXPECT_EQ(seen.ids.size(), 2u);
+  Buffer a = ref::random(A.shape(), 1), b = ref::random(B.shape(), 2);
+  Buffer y = ref::run(s, {A, B, Y}, {a, b})[0];
+  for (int64_t i = 0; i < y.size(); i += 101) EXPECT_FLOAT_EQ(y.get(i), float(a.get(i) * 3 + b.get(i)));
+  set_num_threads(before);
+}
+
+TEST(CodeGen, DumpIrAfterEveryPass) {
+  Tensor A = placeholder({8, 8}, float32, "A");
+  Tensor B = placeholder({8, 8}, float32, "B");
+  Tensor Y = scale_add(A, B);
+  Schedule s({Y});
+  std::vector<std::string> passes;
+  LowerOptions o;
+  o.dump = [&](const std::string& pass, const std::string& ir) {
+    passes.push_back(pass);
+    EXPECT_FALSE(ir.empty());
+  };
+  lower(s, {A, B, Y}, "k", o);
+  EXPECT_EQ(passes, (std::vector<std::string>{"make_loop_nest", "simplify", "remove_true_guards", "storage_flatten",
+                                              "vectorize_loops", "unroll_loops", "simplify", "storage_rewrite"}));
+}
+
+TEST(CodeGen, ExportSharedLibraryWithHeader) {
+  Tensor A = placeholder({16, 16}, float32, "A");
+  Tensor B = placeholder({16, 16}, float32, "B");
+  Tensor Y = scale_add(A, B);
+  Schedule s({Y});
+  s[Y].parallel("i");
+  s[Y].vectorize("j");
+  BuildOptions o;
+  o.name = "scale_add";
+  Module m = build(s, {A, B, Y}, o);
+  std::string dir = TESSEL_TEST_TMP;
+  std::string so = dir + "/scale_add.so", h = dir + "/scale_add.h";
+  m.export_library(so, h);
+  std::ifstream hf(h);
+  std::string header((std::istreambuf_iterator<char>(hf)), std::istreambuf_iterator<char>());
+  EXPECT_NE(header.find("int32_t scale_add(void* const* args);"), std::string::npos) << header;
+  EXPECT_NE(header.find("args[2]: Y float32[16, 16]"), std::string::npos) << header;
+  void* lib = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_TRUE(lib) << dlerror();
+  auto fn = reinterpret_cast<int32_t (*)(void* const*)>(dlsym(lib, "scale_add"));
+  ASSERT_TRUE(fn);
+  Buffer a = ref::random(A.shape(), 1), b = ref::random(B.shape(), 2), y({16, 16}, float32);
+  void* args[] = {a.raw(), b.raw(), y.raw()};
+  EXPECT_EQ(fn(args), 0);
+  for (int i = 0; i < 256; ++i) EXPECT_FLOAT_EQ(y.get(i), float(a.get(i) * 3 + b.get(i)));
+  dlclose(lib);
+  m.export_object(dir + "/scale_add.o");
+  std::ifstream obj(dir + "/scale_add.o", std::ios::binary);
+  char magic[4] = {};
+  obj.read(magic, 4);
+  EXPECT_EQ(std::string(magic + 1, 3), "ELF");
+}
+
+TEST(CodeGen, HostCpuIsDetected) {
+  EXPECT_FALSE(host_cpu_name().empty());
+  EXPECT_NE(host_cpu_name(), "generic");
+  EXPECT_FALSE(host_cpu_features().empty());
+}
+
+TEST(CodeGen, TargetOverride) {
+  Tensor A = placeholder({64, 64}, float32, "A");
+  Tensor B = placeholder({64, 64}, float32, "B");
+  Tensor Y = scale_add(A, B);
+  Schedule s({Y});
+  auto [jo, ji] = s[Y].split("j", 16);
+  s[Y].vectorize(ji);
+  BuildOptions o;
+  o.target = "llvm -mcpu=x86-64-v2";  // SSE4.2 only: no ymm/zmm registers
+  std::string as = build(s, {A, B, Y}, o).assembly();
+  EXPECT_EQ(as.find("zmm"), std::string::npos);
+  EXPECT_EQ(as.find("ymm"), std::string::npos);
+  EXPECT_NE(as.find("xmm"), std::string::npos);
+}
+
+TEST(CodeGen, LargeScratchBuffersLiveOnTheHeap) {
+  Tensor A = placeholder({512, 512}, float32, "A");
+  Tensor T = compute({512, 512}, [&](Var i, Var j) { return A(j, i) + 1.0f; }, "T");
+  Tensor Y = compute({512, 512}, [&](Var i, Var j) { return T(j, i) * 2.0f; }, "Y");
+  Schedule s({Y});
+  Module m = build(s, {A, Y});
+  EXPECT_NE(m.llvm_ir().find("tessel_alloc"), std::string::npos);
+  Buffer a = ref::random(A.shape(), 1), y({512, 512}, float32);
+  m(a, y);
+  for (int64_t i = 0; i < y.size(); i += 997) EXPECT_FLOAT_EQ(y.get(i), float((a.get(i) + 1) * 2));
+}
