@@ -49,8 +49,13 @@ class Sampler {
     std::string inner = leaves.back();
     if (leaves.size() > 1 && !is_reduce(s, name, inner) && extent(s, name, inner) <= 64 && coin(0.7))
       st.vectorize(inner);
+    // Unroll a few loops, keeping the unrolled code small enough to compile quickly.
+    int64_t unrolled = 1;
     for (size_t k = 1; k + 1 < leaves.size(); ++k)
-      if (extent(s, name, leaves[k]) <= 8 && coin(0.3)) st.unroll(leaves[k]);
+      if (unrolled * extent(s, name, leaves[k]) <= 16 && coin(0.3)) {
+        st.unroll(leaves[k]);
+        unrolled *= extent(s, name, leaves[k]);
+      }
     if (coin(0.3)) st.pragma(leaves[0], "auto_unroll_max_step", std::vector<int64_t>{0, 16, 64}[pick(3)]);
   }
 
@@ -107,6 +112,7 @@ TEST(RandomSchedules, Matmul) {
   Sampler r(2024);
   for (int trial = 0; trial < 120; ++trial) {
     Schedule s = random_schedule(r, {C}, "C", {});
+    if (std::getenv("TESSEL_TRACE")) std::fprintf(stderr, "%d %s\n", trial, steps_to_json(s.steps()).c_str());
     Buffer got = ref::run(s, {A, B, C}, {a, b})[0];
     ASSERT_LE(max_relative_error(got, want), 1e-4) << "schedule #" << trial << ":\n" << s.to_cpp();
     // The steps replay to the same program.

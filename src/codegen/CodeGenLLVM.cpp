@@ -289,12 +289,11 @@ class CodeGen {
     throw InternalError("codegen: unknown intrinsic");
   }
 
+  // Vector indices stay 32-bit: LLVM then forms base+index gathers (vgatherdps), and
+  // avoids gathers through vectors of full pointers.
   llvm::Value* element_ptr(const Var& buffer, llvm::Value* index) {
     DType et = buffer_type_.at(buffer.get());
-    llvm::Value* idx = index->getType()->isVectorTy()
-                           ? b_.CreateSExt(index, llvm::FixedVectorType::get(b_.getInt64Ty(),
-                                                  llvm::cast<llvm::FixedVectorType>(index->getType())->getNumElements()))
-                           : b_.CreateSExt(index, b_.getInt64Ty());
+    llvm::Value* idx = index->getType()->isVectorTy() ? index : b_.CreateSExt(index, b_.getInt64Ty());
     return b_.CreateInBoundsGEP(mem_type(et), vars_.at(buffer.get()), idx);
   }
 
@@ -316,6 +315,21 @@ class CodeGen {
     llvm::Value* v;
     Expr base;
     llvm::Value* mask = l->predicate.defined() ? emit(l->predicate) : nullptr;
+    if (const Broadcast* bc = l->index.as<Broadcast>()) {
+      // One address for every lane: one scalar read, made only if some lane is active.
+      llvm::Value* p = element_ptr(l->buffer, emit(bc->value));
+      llvm::Value* one;
+      if (mask) {
+        auto* v1 = llvm::FixedVectorType::get(mem_type(et), 1);
+        llvm::Value* any = b_.CreateOrReduce(mask);
+        one = b_.CreateExtractElement(
+            b_.CreateMaskedLoad(v1, p, elem_align(et), b_.CreateVectorSplat(1, any)), uint64_t(0));
+      } else {
+        one = b_.CreateAlignedLoad(mem_type(et), p, elem_align(et));
+      }
+      if (et.is_bool()) one = b_.CreateTrunc(one, scalar_type(et));
+      return b_.CreateVectorSplat(t.lanes, one);
+    }
     if (t.is_scalar()) {
       v = b_.CreateAlignedLoad(mem_type(et), element_ptr(l->buffer, emit(l->index)), elem_align(et));
     } else if (dense(l->index, &base)) {

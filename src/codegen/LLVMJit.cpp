@@ -102,7 +102,15 @@ JitKernel::JitKernel(const LoweredProgram& prog, const TargetInfo& target) : imp
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
     llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder pb(impl_->tm.get());
+    // The schedule already decided vectorization and unrolling; LLVM's own loop
+    // vectorizer and unroller would second-guess it, bloat the code and cost compile
+    // time (as in Halide, which disables them too).
+    llvm::PipelineTuningOptions pto;
+    pto.LoopUnrolling = false;
+    pto.LoopVectorization = false;
+    pto.SLPVectorization = false;
+    pto.LoopInterleaving = false;
+    llvm::PassBuilder pb(impl_->tm.get(), pto);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
