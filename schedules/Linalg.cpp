@@ -19,6 +19,46 @@ Tensor matmul(const Tensor& A, const Tensor& B, bool ta, bool tb, const std::str
   }, name, "matmul");
 }
 
+PackedMatmul matmul_packed(const Tensor& A, const Tensor& B, int64_t bn, const std::string& name) {
+  check_rank("matmul_packed", "A", A, 2);
+  check_rank("matmul_packed", "B", B, 2);
+  int64_t M = A.shape()[0], K = A.shape()[1], N = B.shape()[1];
+  TESSEL_USER_CHECK(B.shape()[0] == K, "matmul_packed: A", shape_str(A.shape()), " and B", shape_str(B.shape()),
+                    " disagree on K");
+  TESSEL_USER_CHECK(bn > 0 && N % bn == 0, "matmul_packed: N=", N, " must be a multiple of the panel width bn=", bn);
+  int b = int(bn);
+  Tensor P = compute({N / bn, K, bn}, [&](Var x, Var y, Var z) { return B(y, x * b + z); }, name + ".packedB", "layout");
+  IterVar k = reduce_axis(K, "k");
+  Tensor C = compute({M, N}, [&](Var i, Var j) { return sum(A(i, k) * P(j / b, k, j % b), {k}); }, name, "matmul");
+  return {P, C};
+}
+
+Schedule hand_schedule(const PackedMatmul& mm, int64_t bm, int64_t mr) {
+  Schedule s({mm.C});
+  int64_t bn = mm.packed_b.shape()[2];
+  Tensor CC = s.cache_write(mm.C, "local");
+  Stage c = s[mm.C];
+  auto t = c.tile("i", "j", bm, bn);
+  auto [iio, iii] = c.split(t.xi, mr);
+  c.parallel(c.fuse(t.xo, t.yo));
+  auto [jvo, jvi] = c.split(t.yi, std::min<int64_t>(bn, 16));
+  c.vectorize(jvi);
+  Stage cc = s[CC];
+  cc.compute_at(c, iio);  // the local block is mr x bn: registers after unrolling
+  auto [jo, ji] = cc.split("j", std::min<int64_t>(bn, 16));
+  auto [ko, ki] = cc.split("k", 4);
+  cc.reorder({ko, ki, "i", jo, ji});
+  cc.unroll(ki);
+  cc.unroll("i");
+  cc.unroll(jo);
+  cc.vectorize(ji);
+  Stage p = s[mm.packed_b];
+  p.parallel("i");
+  auto [po, pi] = p.split("k", std::min<int64_t>(bn, 16));
+  p.vectorize(pi);
+  return s;
+}
+
 Tensor dense(const Tensor& X, const Tensor& W, const std::optional<Tensor>& bias, Activation act,
              const std::string& name) {
   check_rank("dense", "X", X, 2);

@@ -23,6 +23,16 @@ Tensor dense(const Tensor& X, const Tensor& W, const std::optional<Tensor>& bias
 Tensor batch_matmul(const Tensor& A, const Tensor& B, bool trans_a = false, bool trans_b = false,
                     const std::string& name = "C");
 
+// GEMM with B repacked into panels [N/bn, K, bn] so the inner loop reads B contiguously,
+// and the hand-written x86 schedule the benchmarks report as "tessel-hand": bm x bn
+// blocks in parallel, an mr x bn register tile accumulated in a local buffer, the
+// reduction unrolled by 4. N must be a multiple of bn.
+struct PackedMatmul {
+  Tensor packed_b, C;
+};
+PackedMatmul matmul_packed(const Tensor& A, const Tensor& B, int64_t bn = 32, const std::string& name = "C");
+Schedule hand_schedule(const PackedMatmul& mm, int64_t bm = 64, int64_t mr = 8);
+
 struct Conv2dParams {
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_h = 0, pad_w = 0;  // symmetric zero padding

@@ -330,7 +330,17 @@ void do_compute_at(ScheduleState& st, StageState& s, const std::string& parent, 
                     "' is an output; outputs are computed at the root");
   const StageState& p = st.stage(parent);
   auto readers = st.effective_readers(s.name);
-  TESSEL_USER_CHECK(std::find(readers.begin(), readers.end(), parent) != readers.end(), "compute_at: stage '",
+  // Any stage downstream of this one will do (bound inference checks that every reader
+  // then runs inside the chosen loop).
+  std::set<std::string> downstream;
+  std::vector<std::string> todo = readers;
+  while (!todo.empty()) {
+    std::string r = todo.back();
+    todo.pop_back();
+    if (!downstream.insert(r).second) continue;
+    for (auto& rr : st.effective_readers(r)) todo.push_back(rr);
+  }
+  TESSEL_USER_CHECK(downstream.count(parent), "compute_at: stage '",
                     parent, "' does not read '", s.name, "'; a stage can only be computed inside a consumer (",
                     readers.empty() ? std::string("it has none") : "its consumers: " + [&] {
                       std::string r;
