@@ -1,0 +1,82 @@
+#pragma once
+// Timing and reporting shared by the benchmarks: median of repeated runs after a warm-up,
+// one JSON object per line, and ratios between implementations of the same case.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+// OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE pin OpenBLAS to slower kernels on these machines,
+// and OpenBLAS reads them when it is loaded: re-run this binary without them.
+inline void unset_openblas_overrides(char** argv) {
+  const char* core = std::getenv("OPENBLAS_CORETYPE");
+  const char* l2 = std::getenv("OPENBLAS_L2_SIZE");
+  if (!core && !l2) return;
+  std::fprintf(stderr, "# unsetting OPENBLAS_CORETYPE=%s OPENBLAS_L2_SIZE=%s and restarting\n", core ? core : "",
+               l2 ? l2 : "");
+  unsetenv("OPENBLAS_CORETYPE");
+  unsetenv("OPENBLAS_L2_SIZE");
+  execv("/proc/self/exe", argv);
+  std::perror("execv");
+  std::exit(1);
+}
+
+// Median seconds of fn over at least `min_runs` runs and `min_seconds` of runs.
+inline double time_median(const std::function<void()>& fn, int min_runs = 5, double min_seconds = 0.3) {
+  fn();  // warm-up: caches, page faults, JIT-ed code
+  std::vector<double> t;
+  double total = 0;
+  while (int(t.size()) < min_runs || total < min_seconds) {
+    auto a = std::chrono::steady_clock::now();
+    fn();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+    t.push_back(s);
+    total += s;
+    if (t.size() >= 200) break;
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+class Report {
+ public:
+  explicit Report(std::string bench) : bench_(std::move(bench)) {}
+  void add(const std::string& shape, const std::string& impl, int threads, double gflops,
+           const std::string& extra = "") {
+    std::printf("{\"bench\": \"%s\", \"shape\": \"%s\", \"impl\": \"%s\", \"threads\": %d, \"gflops\": %.1f%s}\n",
+                bench_.c_str(), shape.c_str(), impl.c_str(), threads, gflops, extra.c_str());
+    std::fflush(stdout);
+    results_[{shape, threads}][impl] = gflops;
+  }
+  // {"bench": ..., "shape": ..., "threads": ..., "ratio": "a/b", "value": x}
+  void ratio(const std::string& a, const std::string& b) {
+    for (auto& [key, impls] : results_)
+      if (impls.count(a) && impls.count(b) && impls[b] > 0)
+        std::printf("{\"bench\": \"%s\", \"shape\": \"%s\", \"threads\": %d, \"ratio\": \"%s/%s\", \"value\": %.3f}\n",
+                    bench_.c_str(), key.first.c_str(), key.second, a.c_str(), b.c_str(), impls[a] / impls[b]);
+    std::fflush(stdout);
+  }
+  // Geometric mean of a/b over all shapes at `threads`.
+  double geomean(const std::string& a, const std::string& b, int threads) {
+    double logsum = 0;
+    int n = 0;
+    for (auto& [key, impls] : results_)
+      if (key.second == threads && impls.count(a) && impls.count(b)) logsum += std::log(impls[a] / impls[b]), ++n;
+    return n ? std::exp(logsum / n) : 0;
+  }
+
+ private:
+  std::string bench_;
+  std::map<std::pair<std::string, int>, std::map<std::string, double>> results_;
+};
+
+}  // namespace bench

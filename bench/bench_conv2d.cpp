@@ -1,0 +1,106 @@
+// ResNet-50 conv2d layers (batch 1, fp32): Tessel's default schedule in NCHW16c vs oneDNN
+// (its preferred blocked layout, chosen with format_tag::any) vs im2col + OpenBLAS, at 1
+// and 2 threads. Layout transforms are excluded for Tessel and oneDNN alike.
+#include <cblas.h>
+#include <omp.h>
+
+#include <dnnl.hpp>
+
+#include "Harness.h"
+#include "tessel/ops.h"
+#include "tessel/tessel.h"
+
+using namespace tessel;
+
+struct Layer {
+  int64_t C, H, K, R, stride, pad;
+};
+
+static std::string shape_of(const Layer& l) {
+  return "N=1,C=" + std::to_string(l.C) + ",H=" + std::to_string(l.H) + ",W=" + std::to_string(l.H) +
+         ",K=" + std::to_string(l.K) + ",R=" + std::to_string(l.R) + ",S=" + std::to_string(l.R) +
+         ",stride=" + std::to_string(l.stride) + ",pad=" + std::to_string(l.pad);
+}
+
+int main(int argc, char** argv) {
+  bench::unset_openblas_overrides(argv);
+  std::vector<Layer> layers = {
+      {64, 56, 64, 3, 1, 1},    {128, 28, 128, 3, 1, 1},  {256, 14, 256, 3, 1, 1},  {512, 7, 512, 3, 1, 1},
+      {64, 56, 256, 1, 1, 0},   {256, 56, 64, 1, 1, 0},   {512, 28, 128, 1, 1, 0},  {1024, 14, 256, 1, 1, 0},
+      {2048, 7, 512, 1, 1, 0},
+  };
+  bench::Report report("conv2d");
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  for (const Layer& l : layers) {
+    int64_t OH = (l.H + 2 * l.pad - l.R) / l.stride + 1;
+    double flops = 2.0 * l.K * OH * OH * l.C * l.R * l.R;
+    std::string shape = shape_of(l);
+    // Tessel: blocked layout, default schedule.
+    const int64_t cb = 16, kb = 16;
+    ops::Conv2dParams p;
+    p.stride_h = p.stride_w = l.stride;
+    p.pad_h = p.pad_w = l.pad;
+    Tensor X = placeholder({1, l.C / cb, l.H, l.H, cb}, float32, "X");
+    Tensor W = placeholder({l.K / kb, l.C / cb, l.R, l.R, cb, kb}, float32, "W");
+    Tensor Y = ops::conv2d_nchwc(X, W, p, "conv");
+    Module m = build(ops::default_schedule({Y}), {X, W, Y});
+    Buffer x(X.shape(), float32), w(W.shape(), float32), y(Y.shape(), float32);
+    x.fill_random(1), w.fill_random(2);
+    // oneDNN: let it choose its layouts.
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    dnnl::memory::dims src{1, l.C, l.H, l.H}, wei{l.K, l.C, l.R, l.R}, dst{1, l.K, OH, OH};
+    auto desc = dnnl::convolution_forward::desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, dnnl::memory::desc(src, dt::f32, tag::any),
+        dnnl::memory::desc(wei, dt::f32, tag::any), dnnl::memory::desc(dst, dt::f32, tag::any), {l.stride, l.stride},
+        {l.pad, l.pad}, {l.pad, l.pad});
+    // im2col + OpenBLAS in NCHW.
+    int64_t crs = l.C * l.R * l.R, ohw = OH * OH;
+    std::vector<float> xin(size_t(l.C * l.H * l.H), 0.5f), win(size_t(l.K * crs), 0.25f), col(size_t(crs * ohw)),
+        out(size_t(l.K * ohw));
+    auto im2col_gemm = [&] {
+      const float* src_p = xin.data();
+      float* col_p = col.data();
+      if (l.R == 1 && l.stride == 1 && l.pad == 0) {
+        col_p = const_cast<float*>(src_p);  // a 1x1 convolution is a plain GEMM
+      } else {
+        for (int64_t c = 0; c < l.C; ++c)
+          for (int64_t r = 0; r < l.R; ++r)
+            for (int64_t s = 0; s < l.R; ++s) {
+              float* row = col_p + ((c * l.R + r) * l.R + s) * ohw;
+              for (int64_t oy = 0; oy < OH; ++oy)
+                for (int64_t ox = 0; ox < OH; ++ox) {
+                  int64_t iy = oy * l.stride + r - l.pad, ix = ox * l.stride + s - l.pad;
+                  row[oy * OH + ox] = iy < 0 || iy >= l.H || ix < 0 || ix >= l.H ? 0.f : src_p[(c * l.H + iy) * l.H + ix];
+                }
+            }
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(l.K), int(ohw), int(crs), 1.f, win.data(), int(crs),
+                  col_p, int(ohw), 0.f, out.data(), int(ohw));
+    };
+    for (int t : {1, 2}) {
+      set_num_threads(t);
+      openblas_set_num_threads(t);
+      omp_set_num_threads(t);
+      report.add(shape, "tessel-default", t, flops / bench::time_median([&] { m(x, w, y); }) / 1e9);
+      // oneDNN plans its work for the thread count current when the primitive is made.
+      auto pd = dnnl::convolution_forward::primitive_desc(desc, eng);
+      dnnl::memory dsrc(pd.src_desc(), eng), dwei(pd.weights_desc(), eng), ddst(pd.dst_desc(), eng);
+      std::fill_n(static_cast<float*>(dsrc.get_data_handle()), pd.src_desc().get_size() / 4, 0.5f);
+      std::fill_n(static_cast<float*>(dwei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
+      dnnl::convolution_forward conv(pd);
+      report.add(shape, "onednn", t, flops / bench::time_median([&] {
+        conv.execute(strm, {{DNNL_ARG_SRC, dsrc}, {DNNL_ARG_WEIGHTS, dwei}, {DNNL_ARG_DST, ddst}});
+        strm.wait();
+      }) / 1e9);
+      report.add(shape, "im2col-openblas", t, flops / bench::time_median(im2col_gemm) / 1e9);
+    }
+  }
+  report.ratio("tessel-default", "onednn");
+  report.ratio("tessel-default", "im2col-openblas");
+  for (int t : {1, 2})
+    std::printf("{\"bench\": \"conv2d\", \"threads\": %d, \"geomean\": \"tessel-default/onednn\", \"value\": %.3f}\n", t,
+                report.geomean("tessel-default", "onednn", t));
+  return 0;
+}
