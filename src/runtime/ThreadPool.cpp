@@ -2,6 +2,8 @@
 // chunk itself, so a 2-thread run uses one worker. Workers spin briefly before sleeping:
 // kernels launch parallel loops back to back and a futex wake-up per launch would cost
 // more than small loop bodies.
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -60,6 +62,19 @@ class ThreadPool {
     int n = int(std::thread::hardware_concurrency());
     if (const char* env = std::getenv("TESSEL_NUM_THREADS")) n = std::max(1, std::atoi(env));
     threads_ = std::max(1, n);
+    start_workers();
+    pthread_atfork(nullptr, nullptr, [] { get().after_fork_in_child(); });
+  }
+
+  // A forked child (the tuner's measurement worker) has only the forking thread: forget
+  // the parent's workers without touching their (copied) locks, and start fresh ones.
+  void after_fork_in_child() {
+    for (auto& t : workers_) t.detach();
+    workers_.clear();
+    new (&mu_) std::mutex();
+    new (&run_mu_) std::mutex();
+    new (&cv_) std::condition_variable();
+    pending_.store(0);
     start_workers();
   }
   ~ThreadPool() { stop_workers(); }

@@ -220,6 +220,14 @@ int add_axis(StageState& s, std::string name, int64_t extent, IterKind kind) {
   return int(s.axes.size()) - 1;
 }
 
+// Stages computed at a loop refer to it by name; splitting or fusing it would orphan them.
+void check_no_attached(const ScheduleState& st, const StageState& s, const std::string& axis, const char* prim) {
+  for (auto& other : st.stages)
+    TESSEL_USER_CHECK(!(other.attach == StageState::At && other.attach_stage == s.name && other.attach_axis == axis),
+                      prim, ": stage '", other.name, "' is computed at axis '", axis, "' of '", s.name, "'; ", prim,
+                      " the axis before compute_at, or attach '", other.name, "' elsewhere first");
+}
+
 void do_split(StageState& s, const std::string& axis, int64_t factor, int64_t nparts) {
   const char* prim = nparts ? "split_nparts" : "split";
   int a = leaf_axis(s, axis, prim);
@@ -508,6 +516,7 @@ void apply_step(ScheduleState& st, const Step& step) {
     case Step::SplitNParts: {
       StageState& s = schedulable(st, step.stage, "split");
       TESSEL_USER_CHECK(step.axes.size() == 1 && step.ints.size() == 1, "split step needs one axis and one factor");
+      check_no_attached(st, s, step.axes[0], "split");
       do_split(s, step.axes[0], step.kind == Step::Split ? step.ints[0] : 0,
                step.kind == Step::SplitNParts ? step.ints[0] : 0);
       s.transformed = true;
@@ -515,6 +524,7 @@ void apply_step(ScheduleState& st, const Step& step) {
     }
     case Step::Fuse: {
       StageState& s = schedulable(st, step.stage, "fuse");
+      for (auto& a : step.axes) check_no_attached(st, s, a, "fuse");
       do_fuse(s, step.axes);
       s.transformed = true;
       break;

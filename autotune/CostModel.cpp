@@ -1,0 +1,104 @@
+#include "autotune/CostModel.h"
+
+#include <xgboost/c_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "autotune/Features.h"
+#include "tessel/error.h"
+
+namespace tessel::autotune {
+namespace {
+
+void check(int rc, const char* what) {
+  if (rc != 0) throw Error(std::string("XGBoost ") + what + " failed: " + XGBGetLastError());
+}
+
+struct DMatrix {
+  DMatrixHandle h = nullptr;
+  DMatrix(const std::vector<std::vector<float>>& rows) {
+    std::vector<float> flat;
+    flat.reserve(rows.size() * kProgramFeatures);
+    for (auto& r : rows) {
+      TESSEL_INTERNAL_CHECK(r.size() == size_t(kProgramFeatures), "feature row of size ", r.size());
+      flat.insert(flat.end(), r.begin(), r.end());
+    }
+    check(XGDMatrixCreateFromMat(flat.data(), rows.size(), kProgramFeatures, NAN, &h), "DMatrix");
+  }
+  ~DMatrix() { XGDMatrixFree(h); }
+};
+
+}  // namespace
+
+CostModel::CostModel(uint64_t seed) : seed_(seed) {}
+CostModel::~CostModel() {
+  if (booster_) XGBoosterFree(booster_);
+}
+
+void CostModel::train(const std::vector<std::vector<float>>& rows, const std::vector<float>& labels) {
+  if (rows.size() < 8) return;  // too little to learn from; keep the previous model
+  DMatrix d(rows);
+  check(XGDMatrixSetFloatInfo(d.h, "label", labels.data(), labels.size()), "labels");
+  // Good programs matter most (Ansor weighs samples by their label).
+  std::vector<float> w(labels.size());
+  for (size_t i = 0; i < labels.size(); ++i) w[i] = 0.1f + labels[i];
+  check(XGDMatrixSetFloatInfo(d.h, "weight", w.data(), w.size()), "weights");
+  BoosterHandle b;
+  check(XGBoosterCreate(&d.h, 1, &b), "booster");
+  auto set = [&](const char* k, const std::string& v) { check(XGBoosterSetParam(b, k, v.c_str()), k); };
+  set("objective", "reg:squarederror");
+  set("max_depth", "8");
+  set("eta", "0.2");
+  set("gamma", "0.001");
+  set("min_child_weight", "0");
+  set("subsample", "1");
+  set("nthread", "1");  // the other core is measuring or compiling
+  set("seed", std::to_string(seed_));
+  set("verbosity", "0");
+  int rounds = int(std::clamp<size_t>(rows.size() / 4, 30, 150));
+  for (int i = 0; i < rounds; ++i) check(XGBoosterUpdateOneIter(b, i, d.h), "training");
+  check(XGBoosterSetAttr(b, "tessel_feature_version", std::to_string(kFeatureVersion).c_str()), "attribute");
+  if (booster_) XGBoosterFree(booster_);
+  booster_ = b;
+  samples_ = int(rows.size());
+}
+
+std::vector<float> CostModel::predict(const std::vector<std::vector<float>>& rows) const {
+  std::vector<float> out(rows.size(), 0.f);
+  if (!booster_ || rows.empty()) return out;
+  DMatrix d(rows);
+  bst_ulong len = 0;
+  const float* res = nullptr;
+  check(XGBoosterPredict(booster_, d.h, 0, 0, 0, &len, &res), "prediction");
+  std::copy(res, res + std::min<size_t>(len, out.size()), out.begin());
+  return out;
+}
+
+void CostModel::save(const std::string& path) const {
+  TESSEL_USER_CHECK(booster_, "save: the cost model has not been trained yet");
+  check(XGBoosterSaveModel(booster_, path.c_str()), "saving the model");
+}
+
+void CostModel::load(const std::string& path) {
+  BoosterHandle b;
+  check(XGBoosterCreate(nullptr, 0, &b), "booster");
+  if (XGBoosterLoadModel(b, path.c_str()) != 0) {
+    XGBoosterFree(b);
+    throw Error("cannot load cost model '" + path + "': " + XGBGetLastError());
+  }
+  const char* v = nullptr;
+  int ok = 0;
+  XGBoosterGetAttr(b, "tessel_feature_version", &v, &ok);
+  if (!ok || std::string(v) != std::to_string(kFeatureVersion)) {
+    XGBoosterFree(b);
+    throw Error("cost model '" + path + "' was trained on feature version " + (ok ? std::string(v) : "?") +
+                "; this Tessel extracts version " + std::to_string(kFeatureVersion) + " (train a new one)");
+  }
+  if (booster_) XGBoosterFree(booster_);
+  booster_ = b;
+  samples_ = 1;
+}
+
+}  // namespace tessel::autotune

@@ -1,0 +1,211 @@
+#include "autotune/Features.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "ir/IRMutator.h"
+#include "ir/IRVisitor.h"
+#include "ir/Simplify.h"
+
+namespace tessel::autotune {
+namespace {
+
+struct Loop {
+  const VarNode* var;
+  int64_t extent;
+  ForKind kind;
+};
+
+struct Access {
+  const VarNode* buffer;
+  Expr index;
+  int lanes;
+  int bytes;
+  bool write;
+};
+
+// Operation counts of one store's value (and index arithmetic).
+struct OpCount {
+  double add = 0, mul = 0, fma = 0, div = 0, math = 0, cmp = 0, intops = 0, loads = 0;
+  std::vector<Access> reads;
+};
+
+void count(const Expr& e, OpCount& c) {
+  visit_exprs(e, [&](const Expr& x) {
+    const ExprNode* n = x.get();
+    double lanes = n->type.lanes;
+    bool f = n->type.is_float();
+    switch (n->kind) {
+      case NodeKind::Add:
+      case NodeKind::Sub: {
+        (f ? c.add : c.intops) += lanes;
+        auto* b = static_cast<const BinaryNode*>(n);
+        if (f && (b->a.as<Mul>() || b->b.as<Mul>())) c.fma += lanes;
+        break;
+      }
+      case NodeKind::Mul: (f ? c.mul : c.intops) += lanes; break;
+      case NodeKind::Div:
+      case NodeKind::Mod: (f ? c.div : c.intops) += lanes; break;
+      case NodeKind::Min:
+      case NodeKind::Max:
+      case NodeKind::EQ:
+      case NodeKind::NE:
+      case NodeKind::LT:
+      case NodeKind::LE:
+      case NodeKind::GT:
+      case NodeKind::GE:
+      case NodeKind::Select: c.cmp += lanes; break;
+      case NodeKind::Call: c.math += lanes; break;
+      case NodeKind::Load: {
+        auto* l = static_cast<const Load*>(n);
+        c.loads += 1;
+        c.reads.push_back({l->buffer.var_node(), l->index, n->type.lanes, n->type.element_of().bytes(), false});
+        break;
+      }
+      default: break;
+    }
+  });
+}
+
+float log2p(double x) { return float(x >= 0 ? std::log2(1 + x) : -std::log2(1 - x)); }
+
+class Extractor : public IRVisitor {
+ public:
+  std::vector<std::vector<float>> rows;
+  std::vector<double> trips;
+  int parallel_loops = 0;
+
+  using IRVisitor::visit;
+
+ protected:
+  std::vector<Loop> loops_;
+  std::map<const VarNode*, int64_t> scratch_;  // allocated buffers and their bytes
+  int64_t scratch_bytes_ = 0;
+  std::map<const StmtNode*, int> siblings_;
+
+  void visit_node(const For* op, const Stmt& s) override {
+    int64_t ext = 1;
+    if (!is_const_int(op->extent, &ext)) ext = 16;
+    if (op->for_kind == ForKind::Parallel) ++parallel_loops;
+    loops_.push_back({op->var.var_node(), ext, op->for_kind});
+    // Stores directly in this loop's body (straight-line code after unrolling).
+    int n = 0;
+    visit_stmts(op->body, [&](const Stmt& x) { n += x.as<Store>() != nullptr; });
+    body_stores_.push_back(n);
+    IRVisitor::visit_node(op, s);
+    body_stores_.pop_back();
+    loops_.pop_back();
+  }
+  void visit_node(const Allocate* op, const Stmt& s) override {
+    int64_t b = op->size * op->dtype.bytes();
+    scratch_[op->buffer.var_node()] = b;
+    scratch_bytes_ += b;
+    IRVisitor::visit_node(op, s);
+    scratch_bytes_ -= b;
+  }
+  void visit_node(const Store* op, const Stmt& s) override {
+    OpCount c;
+    count(op->value, c);
+    count(op->index, c);
+    DType t = op->value.dtype();
+    std::vector<Access> acc = c.reads;
+    acc.push_back({op->buffer.var_node(), op->index, t.lanes, t.element_of().bytes(), true});
+    std::vector<float> r(kStoreFeatures, 0.f);
+    double trip = 1;
+    int64_t parallel = 0;
+    for (auto& l : loops_) {
+      trip *= double(l.extent);
+      if (l.kind == ForKind::Parallel) parallel = l.extent;
+    }
+    double flops = c.add + c.mul + c.div + c.math;
+    r[0] = float(c.add), r[1] = float(c.mul), r[2] = float(c.fma), r[3] = float(c.div), r[4] = float(c.math);
+    r[5] = float(c.cmp), r[6] = float(c.intops), r[7] = float(t.lanes), r[8] = op->predicate.defined();
+    r[9] = float(c.loads), r[10] = float(trip), r[11] = float(loops_.size());
+    r[12] = loops_.empty() ? 1.f : float(loops_.back().extent);
+    r[13] = float(parallel);
+    r[14] = body_stores_.empty() ? 1.f : float(body_stores_.back());
+    r[15] = loops_.empty() ? 1.f : float(loops_.front().extent);
+    // Per buffer: merge accesses to the same buffer.
+    struct Buf {
+      double bytes = 0, footprint = 1, stride = 0;
+      bool write = false, scratch = false;
+    };
+    std::map<const VarNode*, Buf> bufs;
+    double total_bytes = 0;
+    for (auto& a : acc) {
+      Buf& b = bufs[a.buffer];
+      double per = double(a.lanes) * a.bytes;
+      b.bytes += per;
+      total_bytes += per * trip;
+      b.write |= a.write;
+      b.scratch = scratch_.count(a.buffer) > 0;
+      double fp = double(a.lanes) * a.bytes;
+      for (auto& l : loops_)
+        if (uses_var(a.index, l.var)) fp *= double(l.extent);
+      b.footprint = std::max(b.footprint, fp);
+      if (!loops_.empty()) b.stride = std::max(b.stride, stride_of(a.index, loops_.back().var));
+    }
+    std::vector<Buf> sorted;
+    for (auto& [k, v] : bufs) sorted.push_back(v);
+    std::sort(sorted.begin(), sorted.end(), [](const Buf& a, const Buf& b) { return a.bytes > b.bytes; });
+    for (size_t i = 0; i < 3 && i < sorted.size(); ++i) {
+      const Buf& b = sorted[i];
+      float* f = &r[16 + 7 * i];
+      f[0] = float(b.bytes), f[1] = float(b.bytes * trip), f[2] = float(b.footprint), f[3] = float(b.stride);
+      f[4] = float(b.bytes * trip / std::max(1.0, b.footprint)), f[5] = b.write, f[6] = b.scratch;
+    }
+    r[37] = float(flops * trip / std::max(1.0, total_bytes));
+    r[38] = float(scratch_bytes_);
+    r[39] = float(flops);
+    rows.push_back(r);
+    trips.push_back(trip);
+  }
+
+  static double stride_of(const Expr& index, const VarNode* v) {
+    if (const Ramp* r = index.as<Ramp>()) {
+      int64_t s;
+      return is_const_int(simplify(r->stride), &s) ? double(std::abs(s)) : 64.0;
+    }
+    if (!uses_var(index, v)) return 0;
+    Expr d = simplify(substitute(index, VarMap{{v, make_int(1)}}) - substitute(index, VarMap{{v, make_int(0)}}));
+    int64_t s;
+    return is_const_int(d, &s) ? double(std::abs(s)) : 64.0;
+  }
+
+  std::vector<int> body_stores_;
+};
+
+}  // namespace
+
+std::vector<std::vector<float>> store_features(const Stmt& program) {
+  Extractor x;
+  x.visit(program);
+  for (auto& row : x.rows)
+    for (auto& v : row) v = log2p(v);
+  return x.rows;
+}
+
+std::vector<float> program_features(const Stmt& program) {
+  Extractor x;
+  x.visit(program);
+  std::vector<float> out(kProgramFeatures, 0.f);
+  double trip_total = 0, flops = 0;
+  for (size_t i = 0; i < x.rows.size(); ++i) trip_total += x.trips[i], flops += x.rows[i][39] * x.trips[i];
+  for (size_t i = 0; i < x.rows.size(); ++i) {
+    double w = x.trips[i] / std::max(1.0, trip_total);
+    for (int k = 0; k < kStoreFeatures; ++k) {
+      double v = x.rows[i][k];
+      out[k] += float(v * (k == 10 ? 1 : x.trips[i]));           // totals over the run
+      out[kStoreFeatures + k] += float(v * w);                     // trip-weighted mean
+      out[2 * kStoreFeatures + k] = std::max(out[2 * kStoreFeatures + k], float(v));  // maximum
+    }
+  }
+  for (auto& v : out) v = log2p(v);
+  out[3 * kStoreFeatures] = log2p(double(x.rows.size()));
+  out[3 * kStoreFeatures + 1] = log2p(x.parallel_loops);
+  out[3 * kStoreFeatures + 2] = log2p(flops);
+  return out;
+}
+
+}  // namespace tessel::autotune

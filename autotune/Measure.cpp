@@ -1,0 +1,279 @@
+#include "autotune/Measure.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "tessel/ops.h"
+
+namespace tessel::autotune {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void write_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n <= 0) return;
+    off += size_t(n);
+  }
+}
+
+// Child side: a line "B <build seconds>" when built, then after the go byte a line
+// "R <cost> <cost> ..." or "E <code> <message>".
+[[noreturn]] void worker(const Workload& w, const std::vector<Step>& steps, const TuneOptions& opts,
+                         const std::vector<Buffer>& inputs, const std::vector<Buffer>& reference, int index,
+                         int out_fd, int in_fd) {
+  auto fail = [&](ErrorCode code, const std::string& msg) {
+    std::string m = msg.substr(0, 2000);
+    for (auto& c : m)
+      if (c == '\n') c = ' ';
+    write_all(out_fd, "E " + std::to_string(int(code)) + " " + m + "\n");
+    _exit(0);
+  };
+  Module m;
+  auto t0 = Clock::now();
+  try {
+    Schedule s = Schedule::replay(w.outputs, steps);
+    try {
+      m = build(s, w.args);
+    } catch (const std::exception& e) {
+      fail(ErrorCode::CompileHost, e.what());
+    }
+  } catch (const std::exception& e) {
+    fail(ErrorCode::Instantiation, e.what());
+  }
+  write_all(out_fd, "B " + std::to_string(since(t0)) + "\n");
+  char go;
+  if (::read(in_fd, &go, 1) != 1) _exit(0);
+  try {
+    if (opts.threads > 0) set_num_threads(opts.threads);
+    if (index == opts.plant_crash_at) raise(SIGSEGV);
+    if (index == opts.plant_hang_at)
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::vector<Buffer> args = inputs, outs;
+    for (size_t i = inputs.size(); i < w.args.size(); ++i) {
+      outs.emplace_back(w.args[i].shape(), w.args[i].dtype());
+      args.push_back(outs.back());
+    }
+    m(args);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      double err = max_relative_error(outs[i], reference[i]);
+      if (!(err <= 1e-3))
+        fail(ErrorCode::WrongAnswer, "output '" + w.args[inputs.size() + i].name() + "' differs from the default "
+             "schedule's by " + std::to_string(err) + " (relative)");
+    }
+    std::vector<double> costs = time_module(m, args, opts.repeat, opts.number, opts.min_repeat_ms);
+    std::string line = "R";
+    for (double c : costs) line += " " + std::to_string(c);
+    write_all(out_fd, line + "\n");
+  } catch (const std::bad_alloc&) {
+    fail(ErrorCode::Unknown, "out of memory");
+  } catch (const std::exception& e) {
+    fail(ErrorCode::Runtime, e.what());
+  }
+  _exit(0);
+}
+
+struct Worker {
+  pid_t pid = -1;
+  int out_fd = -1, in_fd = -1;
+  std::string buf;
+  bool built = false, done = false;
+  MeasureResult result;
+  Clock::time_point started;
+};
+
+// Reads what is available; returns false on EOF.
+bool drain(Worker& wk) {
+  char tmp[4096];
+  ssize_t n = ::read(wk.out_fd, tmp, sizeof tmp);
+  if (n > 0) {
+    wk.buf.append(tmp, size_t(n));
+    return true;
+  }
+  return false;
+}
+
+// Parses complete lines in the buffer.
+void parse(Worker& wk) {
+  size_t nl;
+  while ((nl = wk.buf.find('\n')) != std::string::npos) {
+    std::string line = wk.buf.substr(0, nl);
+    wk.buf.erase(0, nl + 1);
+    if (line.rfind("B ", 0) == 0) {
+      wk.built = true;
+      wk.result.build_seconds = std::atof(line.c_str() + 2);
+    } else if (line.rfind("R", 0) == 0) {
+      char* p = line.data() + 1;
+      while (*p) {
+        char* end;
+        double v = std::strtod(p, &end);
+        if (end == p) break;
+        wk.result.costs.push_back(v);
+        p = end;
+      }
+      wk.done = true;
+    } else if (line.rfind("E ", 0) == 0) {
+      char* end;
+      wk.result.error = ErrorCode(std::strtol(line.c_str() + 2, &end, 10));
+      wk.result.message = *end ? end + 1 : "";
+      wk.done = true;
+    }
+  }
+}
+
+std::string describe_exit(int status) {
+  if (WIFSIGNALED(status))
+    return std::string("worker killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+  return "worker exited with status " + std::to_string(WEXITSTATUS(status)) + " without a result";
+}
+
+void finish(Worker& wk, ErrorCode timeout_code, const char* phase, double timeout) {
+  // Collect whatever arrives until the worker exits or the deadline passes.
+  for (;;) {
+    if (wk.done) break;
+    pollfd p{wk.out_fd, POLLIN, 0};
+    double left = timeout - since(wk.started);
+    if (left <= 0) {
+      kill(wk.pid, SIGKILL);
+      wk.result.error = timeout_code;
+      wk.result.message = std::string(phase) + " took longer than the timeout of " + std::to_string(timeout) + " s";
+      wk.done = true;
+      break;
+    }
+    int r = poll(&p, 1, int(std::min(left, 0.5) * 1000) + 1);
+    if (r > 0) {
+      if (!drain(wk)) {  // EOF: the worker is gone
+        parse(wk);
+        if (!wk.done && !(std::string(phase) == "building" && wk.built)) {
+          int status = 0;
+          waitpid(wk.pid, &status, 0);
+          wk.pid = -1;
+          wk.result.error = ErrorCode::Runtime;
+          wk.result.message = describe_exit(status);
+          wk.done = true;
+        }
+        break;
+      }
+      parse(wk);
+      if (std::string(phase) == "building" && (wk.built || wk.done)) break;
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args, int repeat, int number,
+                                double min_repeat_ms) {
+  std::vector<void*> ptrs;
+  for (auto& b : args) ptrs.push_back(b.raw());
+  m.call_raw(ptrs.data());  // warm-up
+  int n = std::max(1, number);
+  if (number <= 0) {
+    // Grow the number of runs until one repeat lasts long enough to time reliably.
+    for (;;) {
+      auto t = Clock::now();
+      for (int i = 0; i < n; ++i) m.call_raw(ptrs.data());
+      double s = since(t);
+      if (s * 1e3 >= min_repeat_ms || n >= (1 << 20)) break;
+      n = s <= 0 ? n * 8 : std::max(n + 1, int(n * std::min(8.0, 1.2 * min_repeat_ms / (s * 1e3))));
+    }
+  }
+  std::vector<double> costs;
+  for (int r = 0; r < std::max(1, repeat); ++r) {
+    auto t = Clock::now();
+    for (int i = 0; i < n; ++i) m.call_raw(ptrs.data());
+    costs.push_back(since(t) / n);
+  }
+  return costs;
+}
+
+Measurer::Measurer(const Workload& w, const TuneOptions& opts) : w_(w), opts_(opts) {
+  if (opts_.threads > 0) set_num_threads(opts_.threads);
+  size_t n_in = w.args.size() - w.outputs.size();
+  for (size_t i = 0; i < n_in; ++i) {
+    Buffer b(w.args[i].shape(), w.args[i].dtype());
+    b.fill_random(1000 + i, w.args[i].dtype().is_float() ? -1 : 0, w.args[i].dtype().is_float() ? 1 : 8);
+    inputs_.push_back(b);
+  }
+  Module ref = build(ops::default_schedule(w.outputs), w.args);
+  std::vector<Buffer> args = inputs_;
+  for (size_t i = n_in; i < w.args.size(); ++i) {
+    reference_.emplace_back(w.args[i].shape(), w.args[i].dtype());
+    args.push_back(reference_.back());
+  }
+  ref(args);
+  std::vector<Buffer> scratch = inputs_;
+  for (size_t i = n_in; i < w.args.size(); ++i) scratch.emplace_back(w.args[i].shape(), w.args[i].dtype());
+  auto costs = time_module(ref, scratch, opts_.repeat, opts_.number, opts_.min_repeat_ms);
+  double s = 0;
+  for (double c : costs) s += c;
+  default_seconds_ = s / double(costs.size());
+}
+
+std::vector<MeasureResult> Measurer::measure(const std::vector<std::vector<Step>>& cands,
+                                             const std::vector<int>& indices) {
+  std::vector<Worker> workers(cands.size());
+  int parallel = opts_.build_workers > 0 ? opts_.build_workers : int(std::max(1u, std::thread::hardware_concurrency()));
+  // Phase 1: build in parallel (each worker stops after building, waiting for "go").
+  size_t next = 0;
+  std::vector<size_t> building;
+  auto spawn = [&](size_t i) {
+    int out[2], in[2];
+    if (pipe(out) != 0 || pipe(in) != 0) throw Error("measure: cannot create pipes");
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid < 0) throw Error("measure: fork failed");
+    if (pid == 0) {
+      ::close(out[0]);
+      ::close(in[1]);
+      worker(w_, cands[i], opts_, inputs_, reference_, indices[i], out[1], in[0]);
+    }
+    ::close(out[1]);
+    ::close(in[0]);
+    workers[i].pid = pid;
+    workers[i].out_fd = out[0];
+    workers[i].in_fd = in[1];
+    workers[i].started = Clock::now();
+  };
+  while (next < cands.size() || !building.empty()) {
+    while (next < cands.size() && int(building.size()) < parallel) spawn(next), building.push_back(next++);
+    size_t i = building.front();
+    building.erase(building.begin());
+    finish(workers[i], ErrorCode::BuildTimeout, "building", opts_.timeout);
+  }
+  // Phase 2: run one at a time.
+  for (auto& wk : workers) {
+    if (!wk.done && wk.built) {
+      char go = 'g';
+      if (::write(wk.in_fd, &go, 1) == 1) {
+        wk.started = Clock::now();
+        finish(wk, ErrorCode::RunTimeout, "running", opts_.timeout);
+      }
+    }
+    if (!wk.done) {
+      wk.result.error = ErrorCode::Unknown;
+      wk.result.message = "worker ended without a result";
+    }
+    if (wk.pid > 0) {
+      kill(wk.pid, SIGKILL);
+      waitpid(wk.pid, nullptr, 0);
+    }
+    ::close(wk.out_fd);
+    ::close(wk.in_fd);
+  }
+  std::vector<MeasureResult> out;
+  for (auto& wk : workers) out.push_back(wk.result);
+  return out;
+}
+
+}  // namespace tessel::autotune

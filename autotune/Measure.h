@@ -1,0 +1,44 @@
+#pragma once
+/** \file Measuring candidates. Each candidate runs in a forked worker process: it replays
+ * its steps, builds, checks its output against the default schedule's on the same random
+ * inputs, and times itself. A batch is built in parallel, then run one at a time. A
+ * worker that fails, crashes, hangs past the timeout or runs out of memory becomes an
+ * error result; the tuner goes on. */
+#include <string>
+#include <vector>
+
+#include "autotune/Records.h"
+#include "tessel/autotune.h"
+#include "tessel/error.h"
+
+namespace tessel::autotune {
+
+struct MeasureResult {
+  ErrorCode error = ErrorCode::None;
+  std::string message;
+  std::vector<double> costs;
+  double build_seconds = 0;
+};
+
+class Measurer {
+ public:
+  // Builds the default schedule and computes the reference outputs (in this process).
+  Measurer(const Workload& w, const TuneOptions& opts);
+  // `indices` number the candidates within the run (for the planted-fault test hooks).
+  std::vector<MeasureResult> measure(const std::vector<std::vector<Step>>& candidates,
+                                     const std::vector<int>& indices);
+  double default_seconds() const { return default_seconds_; }
+
+ private:
+  const Workload& w_;
+  TuneOptions opts_;
+  std::vector<Buffer> inputs_, reference_;
+  double default_seconds_ = 0;
+};
+
+// Times a built module: warm-up, then `repeat` means of `number` runs (number grows until
+// one repeat lasts min_repeat_ms when 0).
+std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args, int repeat, int number,
+                                double min_repeat_ms);
+
+}  // namespace tessel::autotune

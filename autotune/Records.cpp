@@ -1,0 +1,152 @@
+#include "autotune/Records.h"
+
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace tessel::autotune {
+
+using json = nlohmann::json;
+
+const char* error_name(ErrorCode e) {
+  switch (e) {
+    case ErrorCode::None: return "";
+    case ErrorCode::Instantiation: return "instantiation";
+    case ErrorCode::CompileHost: return "compile";
+    case ErrorCode::Runtime: return "runtime";
+    case ErrorCode::WrongAnswer: return "wrong_answer";
+    case ErrorCode::BuildTimeout: return "build_timeout";
+    case ErrorCode::RunTimeout: return "run_timeout";
+    case ErrorCode::Unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+double Record::mean_cost() const {
+  if (!ok()) return std::numeric_limits<double>::infinity();
+  double s = 0;
+  for (double c : costs) s += c;
+  return s / double(costs.size());
+}
+
+Record make_record(const Workload& w, const Target& t) {
+  Record r;
+  r.workload_key = w.key();
+  r.workload_hash = w.hash();
+  r.op = w.op;
+  r.shape = w.shape;
+  r.dtype = w.dtype.str();
+  r.layout = w.layout;
+  r.target_key = t.key();
+  r.target_str = t.str();
+  r.cores = t.num_cores;
+  r.vector_bytes = t.vector_bytes;
+  r.cache_line = t.cache_line_bytes;
+  r.timestamp = int64_t(std::time(nullptr));
+  return r;
+}
+
+std::string Record::to_json() const {
+  json j;
+  j["v"] = kLogVersion;
+  j["workload"] = {{"key", workload_key}, {"hash", workload_hash}, {"op", op},
+                   {"shape", shape},      {"dtype", dtype},        {"layout", layout}};
+  j["target"] = {{"key", target_key}, {"str", target_str}, {"cores", cores}, {"vector_bytes", vector_bytes},
+                 {"cache_line", cache_line}};
+  j["steps"] = json::parse(steps_to_json(steps));
+  json d = json::array();
+  for (auto& x : decisions) d.push_back(json::array({x.kind == Decision::Tile ? "T" : "C", x.range, x.value}));
+  j["decisions"] = d;
+  j["costs"] = costs;
+  j["error"] = int(error);
+  j["error_name"] = error_name(error);
+  j["message"] = message;
+  j["build_s"] = build_seconds;
+  j["timestamp"] = timestamp;
+  return j.dump();
+}
+
+Record record_from_json(const std::string& line) {
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::exception&) {
+    throw Error("not valid JSON (a truncated or corrupted line)");
+  }
+  if (!j.is_object() || !j.contains("v")) throw Error("not a tuning record (no format version \"v\")");
+  if (!j["v"].is_number_integer() || j["v"].get<int>() != kLogVersion)
+    throw Error("record of format version " + j["v"].dump() + "; this Tessel reads version " +
+                std::to_string(kLogVersion) + " (re-tune, or convert the log with the Tessel that wrote it)");
+  try {
+    Record r;
+    auto& w = j.at("workload");
+    r.workload_key = w.at("key");
+    r.workload_hash = w.at("hash");
+    r.op = w.at("op");
+    r.shape = w.at("shape").get<std::map<std::string, int64_t>>();
+    r.dtype = w.at("dtype");
+    r.layout = w.at("layout");
+    auto& t = j.at("target");
+    r.target_key = t.at("key");
+    r.target_str = t.at("str");
+    r.cores = t.at("cores");
+    r.vector_bytes = t.at("vector_bytes");
+    r.cache_line = t.at("cache_line");
+    r.steps = steps_from_json(j.at("steps").dump());
+    for (auto& d : j.at("decisions")) {
+      Decision x;
+      x.kind = d.at(0) == "T" ? Decision::Tile : Decision::Choice;
+      x.range = d.at(1);
+      x.value = d.at(2).get<std::vector<int64_t>>();
+      r.decisions.push_back(x);
+    }
+    r.costs = j.at("costs").get<std::vector<double>>();
+    r.error = ErrorCode(j.at("error").get<int>());
+    r.message = j.at("message");
+    r.build_seconds = j.at("build_s");
+    r.timestamp = j.at("timestamp");
+    return r;
+  } catch (const json::exception& e) {
+    throw Error(std::string("a field is missing or has the wrong type (") + e.what() + ")");
+  }
+}
+
+LogWriter::LogWriter(const std::string& path) : path_(path) {
+  f_ = std::fopen(path.c_str(), "a");
+  TESSEL_USER_CHECK(f_, "cannot open tuning log '", path, "' for appending");
+}
+
+LogWriter::~LogWriter() {
+  if (f_) std::fclose(f_);
+}
+
+void LogWriter::append(const Record& r) {
+  std::string line = r.to_json() + "\n";
+  // One write and a flush per record: a killed run loses at most the record in flight.
+  std::fwrite(line.data(), 1, line.size(), f_);
+  std::fflush(f_);
+}
+
+std::vector<Record> read_log(const std::string& path, std::vector<std::string>* warnings) {
+  std::ifstream in(path);
+  std::vector<Record> out;
+  if (!in) return out;
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty() || line[0] == '#') continue;
+    try {
+      out.push_back(record_from_json(line));
+    } catch (const Error& e) {
+      std::string w = path + ":" + std::to_string(n) + ": skipped: " + e.what();
+      if (warnings) warnings->push_back(w);
+      else std::fprintf(stderr, "warning: %s\n", w.c_str());
+    }
+  }
+  return out;
+}
+
+}  // namespace tessel::autotune

@@ -1,0 +1,63 @@
+#pragma once
+/** \file The tuning log: JSON lines, one record per measured candidate, appended and
+ * flushed record by record. See kLogVersion for the format's version. */
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autotune/SearchSpace.h"
+#include "tessel/autotune.h"
+#include "tessel/error.h"
+
+namespace tessel::autotune {
+
+// Version 1: {"v","workload":{key,hash,op,shape,dtype,layout},"target":{key,str,cores,
+// vector_bytes,cache_line},"steps":[...],"decisions":[[kind,range,[values]],...],
+// "costs":[seconds...],"error":code,"error_name","message","build_s","timestamp"}
+constexpr int kLogVersion = 1;
+
+enum class ErrorCode : int {
+  None = 0, Instantiation = 1, CompileHost = 2, Runtime = 4, WrongAnswer = 5,
+  BuildTimeout = 6, RunTimeout = 7, Unknown = 8
+};
+const char* error_name(ErrorCode e);
+
+struct Record {
+  std::string workload_key, workload_hash, op, dtype, layout;
+  std::map<std::string, int64_t> shape;
+  std::string target_key, target_str;
+  int cores = 0, vector_bytes = 0, cache_line = 0;
+  std::vector<Step> steps;
+  std::vector<Decision> decisions;
+  std::vector<double> costs;  // seconds per repeat
+  ErrorCode error = ErrorCode::None;
+  std::string message;
+  double build_seconds = 0;
+  int64_t timestamp = 0;
+
+  bool ok() const { return error == ErrorCode::None && !costs.empty(); }
+  double mean_cost() const;  // +inf for errors
+  std::string to_json() const;
+};
+
+Record make_record(const Workload& w, const Target& t);
+
+// Appends records to a log file, one flushed line each.
+class LogWriter {
+ public:
+  explicit LogWriter(const std::string& path);
+  ~LogWriter();
+  void append(const Record& r);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::FILE* f_ = nullptr;
+};
+
+// Reads a log. Bad lines (not JSON, truncated, missing fields, another format version)
+// are skipped; each one adds a warning naming the file and line.
+std::vector<Record> read_log(const std::string& path, std::vector<std::string>* warnings = nullptr);
+Record record_from_json(const std::string& line);  // throws tessel::Error with the reason
+
+}  // namespace tessel::autotune

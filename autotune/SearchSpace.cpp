@@ -1,0 +1,439 @@
+#include "autotune/SearchSpace.h"
+
+#include <algorithm>
+#include <set>
+
+#include "ir/IRVisitor.h"
+#include "schedule/ScheduleState.h"
+
+namespace tessel::autotune {
+namespace {
+
+// Reads decisions back during replay and draws new ones otherwise.
+class Tracer {
+ public:
+  Tracer(const std::vector<Decision>* replay, std::mt19937_64& rng) : replay_(replay), rng_(rng) {}
+  std::vector<Decision> out;
+
+  int64_t uniform(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
+
+  int64_t choice(int64_t n) {
+    Decision d{Decision::Choice, std::max<int64_t>(n, 1), 0, {}};
+    const Decision* r = next();
+    if (r && r->kind == Decision::Choice && !r->value.empty() && r->value[0] < d.range) d.value = r->value;
+    else d.value = {uniform(0, d.range - 1)};
+    out.push_back(d);
+    return d.value[0];
+  }
+
+  // n factors (outer to inner) whose product is at most `extent`; innermost <= max_inner.
+  std::vector<int64_t> tile(int64_t extent, int n, int64_t max_inner) {
+    Decision d{Decision::Tile, extent, max_inner, {}};
+    const Decision* r = next();
+    if (r && r->kind == Decision::Tile && int(r->value.size()) == n && fits(r->value, extent, max_inner)) d.value = r->value;
+    else d.value = sample_tile(extent, n, max_inner, rng_);
+    out.push_back(d);
+    return d.value;
+  }
+
+  static bool fits(const std::vector<int64_t>& f, int64_t extent, int64_t max_inner) {
+    int64_t p = 1;
+    for (int64_t x : f) {
+      if (x < 1) return false;
+      p *= x;
+    }
+    return p <= extent && (f.empty() || f.back() <= max_inner);
+  }
+
+  // Factors drawn innermost first: often a divisor of what is left (exact tiles), often
+  // a power of two or any value (tiles with a guarded tail, so primes get real choices).
+  static std::vector<int64_t> sample_tile(int64_t extent, int n, int64_t max_inner, std::mt19937_64& rng) {
+    std::vector<int64_t> f(n, 1);
+    int64_t left = extent;
+    for (int k = n - 1; k >= 0; --k) {
+      int64_t cap = k == n - 1 ? std::min(left, max_inner) : left;
+      if (cap <= 1) break;
+      std::vector<int64_t> options;
+      for (int64_t v = 1; v <= cap; ++v)
+        if (left % v == 0) options.push_back(v);
+      double r = std::uniform_real_distribution<double>(0, 1)(rng);
+      int64_t v;
+      if (r < 0.6) {
+        v = options[std::uniform_int_distribution<size_t>(0, options.size() - 1)(rng)];
+      } else if (r < 0.85) {
+        int max_pow = 0;
+        while ((int64_t(1) << (max_pow + 1)) <= cap) ++max_pow;
+        v = int64_t(1) << std::uniform_int_distribution<int>(0, max_pow)(rng);
+      } else {
+        v = std::uniform_int_distribution<int64_t>(1, cap)(rng);
+      }
+      f[k] = v;
+      left /= v;
+    }
+    return f;
+  }
+
+ private:
+  const Decision* next() {
+    if (!replay_ || pos_ >= replay_->size()) return nullptr;
+    return &(*replay_)[pos_++];
+  }
+  const std::vector<Decision>* replay_;
+  std::mt19937_64& rng_;
+  size_t pos_ = 0;
+};
+
+const std::vector<int64_t> kUnrollSteps = {0, 16, 64, 512};
+
+// Variables used in the indices of reads of `input` in `body`.
+std::set<const ExprNode*> index_vars(const Expr& body, const OperationNode* input) {
+  std::set<const ExprNode*> vars;
+  visit_exprs(body, [&](const Expr& e) {
+    if (const TensorLoad* l = e.as<TensorLoad>())
+      if (l->op.get() == input)
+        for (auto& i : l->indices) visit_exprs(i, [&](const Expr& x) {
+          if (x.as<Variable>()) vars.insert(x.get());
+        });
+  });
+  return vars;
+}
+
+bool expensive(const Expr& body) {
+  bool bad = false;
+  visit_exprs(body, [&](const Expr& e) {
+    if (e.as<Call>() || e.as<Select>()) bad = true;
+  });
+  return bad;
+}
+
+bool plain_indices(const Expr& body) {
+  bool ok = true;
+  visit_exprs(body, [&](const Expr& e) {
+    if (const TensorLoad* l = e.as<TensorLoad>())
+      for (auto& i : l->indices) ok &= i.as<Variable>() != nullptr || i.as<IntImm>() != nullptr;
+  });
+  return ok;
+}
+
+// Does `consumer` read `producer` at exactly its own axes, in order?
+bool elementwise_match(const OperationNode* consumer, const OperationNode* producer) {
+  if (consumer->shape != producer->shape || consumer->reduction()) return false;
+  bool ok = false, other = false;
+  visit_exprs(consumer->body, [&](const Expr& e) {
+    if (const TensorLoad* l = e.as<TensorLoad>()) {
+      if (l->op.get() != producer) return;
+      bool same = l->indices.size() == consumer->axis.size();
+      for (size_t d = 0; same && d < l->indices.size(); ++d) same = l->indices[d].same_as(consumer->axis[d].var());
+      (same ? ok : other) = true;
+    }
+  });
+  return ok && !other;
+}
+
+// Split `axis` into levels; returns level names outermost first. factors: inner factors.
+std::vector<std::string> multi_split(Schedule& s, const std::string& stage, const std::string& axis,
+                                     const std::vector<int64_t>& factors) {
+  std::vector<std::string> names;
+  std::string cur = axis;
+  for (size_t l = 0; l < factors.size(); ++l) {
+    int64_t f = 1;
+    for (size_t k = l; k < factors.size(); ++k) f *= factors[k];
+    auto [o, i] = s[stage].split(cur, f);
+    names.push_back(o.name);
+    cur = i.name;
+  }
+  names.push_back(cur);
+  return names;
+}
+
+int64_t axis_extent(Schedule& s, const std::string& stage, const std::string& axis) {
+  const StageState& st = s.state().stage(stage);
+  return st.axes[st.find_axis(axis)].extent;
+}
+
+}  // namespace
+
+SearchSpace::SearchSpace(const Workload& w, const Target& t) : w_(w), target_(t) {
+  Schedule s(w.outputs);
+  const ScheduleState& st = s.state();
+  for (auto& stage : st.stages) {
+    StageInfo in;
+    in.name = stage.name;
+    in.placeholder = stage.is_placeholder();
+    in.output = st.is_output(stage.name);
+    if (!in.placeholder) {
+      const OperationNode* op = stage.op.get();
+      in.reduce = op->reduction() != nullptr;
+      in.inline_always = !in.output && !in.reduce && !expensive(op->body) && plain_indices(op->body);
+      // Multi-level tiling pays off when some input is reused across output axes.
+      if (in.reduce)
+        for (auto& input : op->inputs()) {
+          auto used = index_vars(op->body, input.get());
+          int missing = 0;
+          for (auto& iv : op->axis) missing += iv.extent() > 1 && !used.count(iv.var().get());
+          in.multi_level_tiling |= missing >= 1;
+        }
+      int64_t space = 1, red = 1;
+      for (auto& iv : op->axis) space *= iv.extent();
+      for (auto& iv : op->reduce_axis) red *= iv.extent();
+      in.needs_rfactor = in.reduce && !in.multi_level_tiling && op->reduce_axis.size() == 1 &&
+                         space <= 16 * t.num_cores && red > 64;
+    }
+    info_.push_back(in);
+  }
+  // Fusion of an element-wise output consumer (after inlining cheap stages between).
+  for (auto& in : info_) {
+    if (!in.multi_level_tiling || in.output) continue;
+    std::vector<std::string> readers = st.readers(in.name);
+    std::string cur = in.name;
+    while (readers.size() == 1) {
+      auto it = std::find_if(info_.begin(), info_.end(), [&](auto& x) { return x.name == readers[0]; });
+      if (it->inline_always) {
+        cur = it->name;
+        readers = st.readers(cur);
+        continue;
+      }
+      if (it->output && !it->reduce && st.stage(it->name).op->shape == st.stage(in.name).op->shape) {
+        // Element-wise over the same space, possibly through inlined stages.
+        bool direct = elementwise_match(st.stage(it->name).op.get(), st.stage(cur).op.get());
+        if (direct) {
+          in.fused_consumer = it->name;
+          it->fused_into_producer = true;
+        }
+      }
+      break;
+    }
+  }
+}
+
+std::vector<std::string> SearchSpace::sketch_names() const {
+  std::vector<std::string> names{""};
+  for (auto it = info_.rbegin(); it != info_.rend(); ++it) {
+    const StageInfo& in = *it;
+    std::vector<std::string> opts;
+    if (in.multi_level_tiling) {
+      if (!in.fused_consumer.empty()) opts = {in.name + ":tile+fuse@1", in.name + ":tile+fuse@2"};
+      else if (in.output) opts = {in.name + ":tile+cache_write@1", in.name + ":tile+cache_write@2", in.name + ":tile"};
+      else opts = {in.name + ":tile"};
+    } else if (in.needs_rfactor) {
+      opts = {in.name + ":plain", in.name + ":rfactor"};
+    }
+    if (opts.empty()) continue;
+    std::vector<std::string> next;
+    for (auto& n : names)
+      for (auto& o : opts) next.push_back(n.empty() ? o : n + " " + o);
+    names = next;
+  }
+  return names;
+}
+
+Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt19937_64& rng) const {
+  Tracer tr(replay, rng);
+  Schedule s(w_.outputs);
+  int lanes = std::max(1, target_.vector_bytes / std::max(1, w_.dtype.bytes()));
+  auto leaves = [&](const std::string& st) { return s[st].leaf_axes(); };
+  auto spatial_leaves = [&](const std::string& st) {
+    std::vector<std::string> out;
+    const StageState& ss = s.state().stage(st);
+    for (int a : ss.leaf)
+      if (ss.axes[a].kind == IterKind::Spatial) out.push_back(ss.axes[a].name);
+    return out;
+  };
+  auto unroll_pragma = [&](const std::string& st) {
+    int64_t v = kUnrollSteps[tr.choice(int64_t(kUnrollSteps.size()))];
+    if (v > 0) s[st].pragma(leaves(st)[0], "auto_unroll_max_step", v);
+  };
+  // Fuse the first `n` of `axes` (outer loops) and run them in parallel.
+  auto parallel_outer = [&](const std::string& st, const std::vector<std::string>& axes) -> std::string {
+    if (axes.empty()) return "";
+    int64_t n = 1 + tr.choice(int64_t(axes.size()));
+    std::vector<Axis> f(axes.begin(), axes.begin() + n);
+    Axis fused = s[st].fuse(f);
+    s[st].parallel(fused);
+    return fused.name;
+  };
+  // A root stage without reuse: outer spatial loops parallel, inner one in vector lanes.
+  auto simple_root = [&](const std::string& st, bool allow_parallel) {
+    const StageState& ss = s.state().stage(st);
+    const OperationNode* op = ss.op.get();
+    std::vector<std::string> sp;
+    for (auto& iv : op->axis) sp.push_back(iv.name());
+    std::vector<std::string> red;
+    for (auto& iv : op->reduce_axis) red.push_back(iv.name());
+    std::string last = sp.back();
+    int64_t ext = axis_extent(s, st, last);
+    int64_t vec = std::min<int64_t>(ext, std::vector<int64_t>{1, lanes / 2, lanes, 2 * lanes}[tr.choice(4)]);
+    std::vector<std::string> outer(sp.begin(), sp.end() - 1);
+    std::string inner;
+    if (vec > 1) {
+      auto [o, i] = s[st].split(last, vec);
+      outer.push_back(o.name);
+      inner = i.name;
+    } else {
+      outer.push_back(last);
+    }
+    std::vector<Axis> order(outer.begin(), outer.end());
+    for (auto& r : red) order.push_back(r);
+    if (!inner.empty()) order.push_back(inner);
+    s[st].reorder(order);
+    if (allow_parallel) parallel_outer(st, outer);
+    if (!inner.empty()) s[st].vectorize(inner);
+  };
+  // The multi-level tiled stage `m`, optionally computed inside `outer` (a cache-write
+  // copy or a fused consumer with the same iteration space).
+  auto tile = [&](const std::string& m, const std::string& outer) {
+    const OperationNode* op = s.state().stage(m).op.get();
+    std::vector<std::vector<int64_t>> sf;
+    std::vector<std::vector<std::string>> sl, rl;
+    for (size_t d = 0; d < op->axis.size(); ++d) {
+      int64_t ext = op->axis[d].extent();
+      int64_t inner_cap = d + 1 == op->axis.size() ? 2 * lanes : 16;
+      sf.push_back(tr.tile(ext, 3, inner_cap));
+      sl.push_back(multi_split(s, m, op->axis[d].name(), sf.back()));
+    }
+    for (auto& iv : op->reduce_axis) rl.push_back(multi_split(s, m, iv.name(), tr.tile(iv.extent(), 1, 64)));
+    // S0 S1 R0 S2 R1 S3
+    std::vector<Axis> order;
+    for (int l : {0, 1}) for (auto& x : sl) order.push_back(x[l]);
+    for (auto& r : rl) order.push_back(r[0]);
+    for (auto& x : sl) order.push_back(x[2]);
+    for (auto& r : rl) order.push_back(r[1]);
+    for (auto& x : sl) order.push_back(x[3]);
+    s[m].reorder(order);
+    if (!outer.empty()) {
+      // The consumer follows the two outer tile levels; m is computed at level 1 or 2.
+      std::vector<std::string> o0, o1, o2;
+      const OperationNode* oop = s.state().stage(outer).op.get();
+      for (size_t d = 0; d < oop->axis.size(); ++d) {
+        auto names = multi_split(s, outer, oop->axis[d].name(), {sf[d][0], sf[d][1] * sf[d][2]});
+        o0.push_back(names[0]), o1.push_back(names[1]), o2.push_back(names[2]);
+      }
+      std::vector<Axis> oorder;
+      for (auto* lv : {&o0, &o1, &o2}) for (auto& x : *lv) oorder.push_back(x);
+      s[outer].reorder(oorder);
+      int64_t level = 1 + tr.choice(2);
+      std::string par = parallel_outer(outer, o0);
+      std::string at = level == 1 ? o0.back() : o1.back();
+      if (s.state().stage(outer).find_axis(at) >= 0 &&
+          s.state().stage(outer).leaf_position(s.state().stage(outer).find_axis(at)) < 0)
+        at = par;  // the attach loop was fused into the parallel loop
+      if (axis_extent(s, outer, o2.back()) <= 64 && axis_extent(s, outer, o2.back()) > 1) s[outer].vectorize(o2.back());
+      s[m].compute_at(s[outer], at);
+    } else {
+      std::vector<std::string> s0;
+      for (auto& x : sl) s0.push_back(x[0]);
+      parallel_outer(m, s0);
+    }
+    std::string vec = sl.back()[3];
+    if (axis_extent(s, m, vec) > 1) s[m].vectorize(vec);
+    unroll_pragma(m);
+  };
+
+  // Cheap element-wise producers disappear into their consumers.
+  for (auto& in : info_)
+    if (in.inline_always) s[in.name].compute_inline();
+
+  for (auto it = info_.rbegin(); it != info_.rend(); ++it) {
+    const StageInfo& in = *it;
+    if (in.placeholder || in.inline_always || in.fused_into_producer) continue;
+    if (s.state().find_stage(in.name) < 0) continue;
+    if (in.multi_level_tiling) {
+      if (!in.fused_consumer.empty()) {
+        tile(in.name, in.fused_consumer);
+      } else if (in.output) {
+        int64_t variant = tr.choice(2);  // 0: accumulate in a cache-write block, 1: in place
+        if (variant == 0) {
+          std::string local = s.cache_write(s.tensor(in.name), "local").name();
+          tile(local, in.name);
+        } else {
+          tile(in.name, "");
+        }
+      } else {
+        tile(in.name, "");
+      }
+      continue;
+    }
+    if (in.output) {
+      if (in.needs_rfactor && tr.choice(2) == 1) {
+        const OperationNode* op = s.state().stage(in.name).op.get();
+        std::string k = op->reduce_axis[0].name();
+        int64_t f = tr.tile(op->reduce_axis[0].extent(), 1, 64)[0];
+        auto [ko, ki] = s[in.name].split(k, std::max<int64_t>(f, 2));
+        Tensor rf = s.rfactor(s.tensor(in.name), ki);
+        s[rf.name()].compute_at(s[in.name], spatial_leaves(in.name).back());
+        s[rf.name()].reorder({Axis(k + ".outer"), rf.axis(0)});
+        s[rf.name()].vectorize(rf.axis(0));
+        continue;
+      }
+      simple_root(in.name, true);
+      continue;
+    }
+    // Intermediate stage: inline (if element-wise), at the root, or inside a consumer.
+    std::vector<std::string> readers = s.state().effective_readers(in.name);
+    std::vector<std::pair<std::string, std::string>> places;
+    for (auto& r : readers)
+      for (auto& a : leaves(r)) places.emplace_back(r, a);
+    int64_t options = int64_t(places.size()) + 1 + (in.reduce ? 0 : 1);
+    int64_t pick = tr.choice(options);
+    if (!in.reduce && pick == options - 1) {
+      s[in.name].compute_inline();
+    } else if (pick == int64_t(places.size())) {
+      simple_root(in.name, true);
+    } else {
+      s[in.name].compute_at(s[places[pick].first], places[pick].second);
+      std::vector<std::string> sp = spatial_leaves(in.name);
+      std::string last = sp.empty() ? "" : sp.back();
+      if (!last.empty() && !in.reduce) {
+        int64_t ext = axis_extent(s, in.name, last);
+        if (ext > lanes) {
+          auto [o, i] = s[in.name].split(last, lanes);
+          s[in.name].vectorize(i);
+        } else if (ext > 1) {
+          s[in.name].vectorize(last);
+        }
+      }
+    }
+  }
+  Candidate c;
+  c.decisions = std::move(tr.out);
+  c.steps = s.steps();
+  c.key = steps_to_json(c.steps);
+  return c;
+}
+
+Candidate SearchSpace::sample(std::mt19937_64& rng) const { return generate(nullptr, rng); }
+
+Candidate SearchSpace::replay(const std::vector<Decision>& d, std::mt19937_64& rng) const {
+  return generate(&d, rng);
+}
+
+Candidate SearchSpace::mutate(const Candidate& c, std::mt19937_64& rng) const {
+  std::vector<Decision> d = c.decisions;
+  if (d.empty()) return c;
+  // Tile sizes are most of the space: change them most often (Ansor: 90%).
+  std::vector<size_t> tiles, choices;
+  for (size_t i = 0; i < d.size(); ++i) (d[i].kind == Decision::Tile ? tiles : choices).push_back(i);
+  bool tile = !tiles.empty() && (choices.empty() || std::uniform_real_distribution<double>(0, 1)(rng) < 0.85);
+  auto& pool = tile ? tiles : choices;
+  Decision& x = d[pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng)]];
+  if (x.kind == Decision::Tile) {
+    // Move a factor between two levels, or redraw one level.
+    size_t n = x.value.size();
+    size_t level = std::uniform_int_distribution<size_t>(0, n - 1)(rng);
+    int64_t others = 1;
+    for (size_t k = 0; k < n; ++k)
+      if (k != level) others *= x.value[k];
+    int64_t cap = std::max<int64_t>(1, x.range / std::max<int64_t>(others, 1));
+    if (level == n - 1) cap = std::min(cap, x.max_inner);
+    std::vector<int64_t> opts;
+    for (int64_t v = 1; v <= cap; v = v < 8 ? v + 1 : v * 2) opts.push_back(v);
+    for (int64_t v = 1; v <= cap; ++v)
+      if (x.range % v == 0 && v > 8) opts.push_back(v);
+    x.value[level] = opts[std::uniform_int_distribution<size_t>(0, opts.size() - 1)(rng)];
+  } else {
+    x.value = {std::uniform_int_distribution<int64_t>(0, x.range - 1)(rng)};
+  }
+  return generate(&d, rng);
+}
+
+}  // namespace tessel::autotune

@@ -1,0 +1,260 @@
+// Workloads (what to tune), their keys, and the target description.
+#include <sstream>
+#include <thread>
+
+#include "codegen/LLVMJit.h"
+#include "tessel/autotune.h"
+#include "tessel/ops.h"
+
+namespace tessel::autotune {
+
+std::string Workload::key() const {
+  std::string k = op + "[";
+  bool first = true;
+  for (auto& [name, v] : shape) k += (first ? "" : ",") + name + "=" + std::to_string(v), first = false;
+  k += "]" + dtype.str();
+  if (!layout.empty()) k += "/" + layout;
+  return k;
+}
+
+std::string Workload::hash() const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (char c : key()) h = (h ^ uint8_t(c)) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+  return buf;
+}
+
+std::map<std::string, int64_t> parse_shape(const std::string& text) {
+  std::map<std::string, int64_t> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    auto eq = item.find('=');
+    TESSEL_USER_CHECK(eq != std::string::npos && eq > 0, "shape item '", item,
+                      "' is not NAME=VALUE (e.g. M=1024,N=1024,K=1024)");
+    std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+    char* end = nullptr;
+    long long v = std::strtoll(value.c_str(), &end, 10);
+    TESSEL_USER_CHECK(!value.empty() && *end == 0 && v > 0, "shape item '", item, "': '", value,
+                      "' is not a positive integer");
+    TESSEL_USER_CHECK(out.emplace(name, v).second, "shape names '", name, "' twice");
+  }
+  TESSEL_USER_CHECK(!out.empty(), "empty shape; give NAME=VALUE pairs, e.g. M=1024,N=1024,K=1024");
+  return out;
+}
+
+namespace {
+
+struct OpDef {
+  const char* name;
+  const char* params;  // required parameters, then optional ones with defaults
+  std::map<std::string, int64_t> defaults;
+  std::vector<std::string> required;
+  void (*make)(Workload& w);
+};
+
+int64_t get(const Workload& w, const char* k) { return w.shape.at(k); }
+
+void make_matmul(Workload& w) {
+  Tensor A = placeholder({get(w, "M"), get(w, "K")}, w.dtype, "A");
+  Tensor B = placeholder({get(w, "K"), get(w, "N")}, w.dtype, "B");
+  Tensor C = ops::matmul(A, B);
+  w.args = {A, B, C};
+  w.outputs = {C};
+  w.flops = 2.0 * get(w, "M") * get(w, "N") * get(w, "K");
+}
+
+void make_dense(Workload& w) {
+  Tensor X = placeholder({get(w, "M"), get(w, "K")}, w.dtype, "X");
+  Tensor W = placeholder({get(w, "N"), get(w, "K")}, w.dtype, "W");
+  Tensor b = placeholder({get(w, "N")}, w.dtype, "bias");
+  Tensor Y = ops::dense(X, W, b, get(w, "relu") ? ops::Activation::Relu : ops::Activation::None);
+  w.args = {X, W, b, Y};
+  w.outputs = {Y};
+  w.flops = 2.0 * get(w, "M") * get(w, "N") * get(w, "K");
+}
+
+void make_batch_matmul(Workload& w) {
+  Tensor A = placeholder({get(w, "B"), get(w, "M"), get(w, "K")}, w.dtype, "A");
+  Tensor B = placeholder({get(w, "B"), get(w, "K"), get(w, "N")}, w.dtype, "Bm");
+  Tensor C = ops::batch_matmul(A, B);
+  w.args = {A, B, C};
+  w.outputs = {C};
+  w.flops = 2.0 * get(w, "B") * get(w, "M") * get(w, "N") * get(w, "K");
+}
+
+ops::Conv2dParams conv_params(const Workload& w) {
+  ops::Conv2dParams p;
+  p.stride_h = p.stride_w = get(w, "stride");
+  p.pad_h = p.pad_w = get(w, "pad");
+  p.dilation_h = p.dilation_w = get(w, "dilation");
+  p.groups = w.shape.count("groups") ? get(w, "groups") : 1;
+  return p;
+}
+
+double conv_flops(const Workload& w, const Tensor& Y, int64_t cin_per_group) {
+  double out = 1;
+  for (int64_t d : Y.shape()) out *= double(d);
+  return 2.0 * out * double(cin_per_group) * double(get(w, "R")) * double(get(w, "S"));
+}
+
+void make_conv2d(Workload& w) {
+  ops::Conv2dParams p = conv_params(w);
+  Tensor X = placeholder({get(w, "N"), get(w, "C"), get(w, "H"), get(w, "W")}, w.dtype, "X");
+  Tensor Wt = placeholder({get(w, "K"), get(w, "C") / p.groups, get(w, "R"), get(w, "S")}, w.dtype, "Wt");
+  Tensor Y = ops::conv2d_nchw(X, Wt, p, "conv");
+  Tensor out = Y;
+  std::vector<Tensor> args{X, Wt};
+  if (get(w, "bias_relu")) {
+    Tensor b = placeholder({get(w, "K")}, w.dtype, "bias");
+    out = ops::relu(ops::bias_add(Y, b, 1, "bias_add"), "relu");
+    args.push_back(b);
+  }
+  args.push_back(out);
+  w.args = args;
+  w.outputs = {out};
+  w.flops = conv_flops(w, Y, get(w, "C") / p.groups);
+  w.layout = "NCHW";
+}
+
+void make_conv2d_nchwc(Workload& w) {
+  ops::Conv2dParams p = conv_params(w);
+  TESSEL_USER_CHECK(p.groups == 1, "conv2d_nchwc: groups must be 1");
+  int64_t cb = get(w, "cb"), kb = get(w, "kb");
+  TESSEL_USER_CHECK(get(w, "C") % cb == 0 && get(w, "K") % kb == 0, "conv2d_nchwc: C=", get(w, "C"), " and K=",
+                    get(w, "K"), " must be multiples of cb=", cb, " and kb=", kb);
+  Tensor X = placeholder({get(w, "N"), get(w, "C") / cb, get(w, "H"), get(w, "W"), cb}, w.dtype, "X");
+  Tensor Wt = placeholder({get(w, "K") / kb, get(w, "C") / cb, get(w, "R"), get(w, "S"), cb, kb}, w.dtype, "Wt");
+  Tensor Y = ops::conv2d_nchwc(X, Wt, p, "conv");
+  w.args = {X, Wt, Y};
+  w.outputs = {Y};
+  w.flops = conv_flops(w, Y, get(w, "C"));
+  w.layout = "NCHW" + std::to_string(cb) + "c";
+}
+
+void make_depthwise(Workload& w) {
+  ops::Conv2dParams p = conv_params(w);
+  Tensor X = placeholder({get(w, "N"), get(w, "C"), get(w, "H"), get(w, "W")}, w.dtype, "X");
+  Tensor Wt = placeholder({get(w, "C") * get(w, "M"), 1, get(w, "R"), get(w, "S")}, w.dtype, "Wt");
+  Tensor Y = ops::depthwise_conv2d_nchw(X, Wt, p, "dwconv");
+  w.args = {X, Wt, Y};
+  w.outputs = {Y};
+  w.flops = conv_flops(w, Y, 1);
+  w.layout = "NCHW";
+}
+
+void make_softmax(Workload& w) {
+  Tensor X = placeholder({get(w, "rows"), get(w, "cols")}, w.dtype, "X");
+  Tensor Y = ops::softmax(X);
+  w.args = {X, Y};
+  w.outputs = {Y};
+  w.flops = 5.0 * get(w, "rows") * get(w, "cols");
+}
+
+void make_layer_norm(Workload& w) {
+  Tensor X = placeholder({get(w, "rows"), get(w, "cols")}, w.dtype, "X");
+  Tensor g = placeholder({get(w, "cols")}, w.dtype, "gamma");
+  Tensor b = placeholder({get(w, "cols")}, w.dtype, "beta");
+  Tensor Y = ops::layer_norm(X, g, b);
+  w.args = {X, g, b, Y};
+  w.outputs = {Y};
+  w.flops = 8.0 * get(w, "rows") * get(w, "cols");
+}
+
+void make_max_pool(Workload& w) {
+  ops::Pool2dParams p{get(w, "R"), get(w, "R"), get(w, "stride"), get(w, "stride"), get(w, "pad"), get(w, "pad")};
+  Tensor X = placeholder({get(w, "N"), get(w, "C"), get(w, "H"), get(w, "W")}, w.dtype, "X");
+  Tensor Y = ops::max_pool2d(X, p);
+  w.args = {X, Y};
+  w.outputs = {Y};
+  double out = 1;
+  for (int64_t d : Y.shape()) out *= double(d);
+  w.flops = out * double(get(w, "R") * get(w, "R"));
+  w.layout = "NCHW";
+}
+
+const std::vector<OpDef>& registry() {
+  static const std::vector<OpDef> ops = {
+      {"matmul", "M, N, K", {}, {"M", "N", "K"}, make_matmul},
+      {"dense", "M, N, K; relu=1 (with bias)", {{"relu", 1}}, {"M", "N", "K"}, make_dense},
+      {"batch_matmul", "B, M, N, K", {}, {"B", "M", "N", "K"}, make_batch_matmul},
+      {"conv2d", "N, C, H, W, K, R, S; stride=1, pad=0, dilation=1, groups=1, bias_relu=0 (NCHW)",
+       {{"stride", 1}, {"pad", 0}, {"dilation", 1}, {"groups", 1}, {"bias_relu", 0}, {"N", 1}},
+       {"C", "H", "W", "K", "R", "S"}, make_conv2d},
+      {"conv2d_nchwc", "N, C, H, W, K, R, S; stride=1, pad=0, dilation=1, cb=16, kb=16 (NCHW[cb]c)",
+       {{"stride", 1}, {"pad", 0}, {"dilation", 1}, {"cb", 16}, {"kb", 16}, {"N", 1}},
+       {"C", "H", "W", "K", "R", "S"}, make_conv2d_nchwc},
+      {"depthwise_conv2d", "N, C, H, W, R, S; M=1 (multiplier), stride=1, pad=0, dilation=1",
+       {{"M", 1}, {"stride", 1}, {"pad", 0}, {"dilation", 1}, {"N", 1}}, {"C", "H", "W", "R", "S"}, make_depthwise},
+      {"softmax", "rows, cols", {}, {"rows", "cols"}, make_softmax},
+      {"layer_norm", "rows, cols", {}, {"rows", "cols"}, make_layer_norm},
+      {"max_pool2d", "N, C, H, W, R; stride=2, pad=0", {{"stride", 2}, {"pad", 0}, {"N", 1}},
+       {"C", "H", "W", "R"}, make_max_pool},
+  };
+  return ops;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> list_ops() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& d : registry()) out.emplace_back(d.name, d.params);
+  return out;
+}
+
+Workload make_workload(const std::string& op, const std::map<std::string, int64_t>& shape, DType dtype) {
+  const OpDef* def = nullptr;
+  std::string names;
+  for (auto& d : registry()) {
+    names += (names.empty() ? "" : ", ") + std::string(d.name);
+    if (op == d.name) def = &d;
+  }
+  TESSEL_USER_CHECK(def, "unknown operator '", op, "'; known operators: ", names);
+  Workload w;
+  w.op = op;
+  w.dtype = dtype;
+  w.shape = def->defaults;
+  for (auto& [k, v] : shape) {
+    bool known = def->defaults.count(k) > 0;
+    for (auto& r : def->required) known |= r == k;
+    TESSEL_USER_CHECK(known, op, ": unknown shape parameter '", k, "'; its parameters are: ", def->params);
+    w.shape[k] = v;
+  }
+  for (auto& r : def->required)
+    TESSEL_USER_CHECK(w.shape.count(r), op, ": shape parameter '", r, "' is missing; its parameters are: ", def->params);
+  def->make(w);
+  return w;
+}
+
+Workload custom_workload(const std::string& name, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& outputs, double flops,
+                         const std::map<std::string, int64_t>& shape) {
+  Workload w;
+  w.op = name;
+  w.shape = shape;
+  w.args = inputs;
+  w.args.insert(w.args.end(), outputs.begin(), outputs.end());
+  w.outputs = outputs;
+  w.flops = flops;
+  if (w.shape.empty())  // shapes of every argument, so different sizes get different keys
+    for (size_t i = 0; i < w.args.size(); ++i)
+      for (size_t d = 0; d < w.args[i].shape().size(); ++d)
+        w.shape[w.args[i].name() + std::to_string(d)] = w.args[i].shape()[d];
+  if (!outputs.empty()) w.dtype = outputs[0].dtype();
+  return w;
+}
+
+std::string Target::key() const { return kind + "/" + cpu; }
+std::string Target::str() const { return kind + " -mcpu=" + cpu + (features.empty() ? "" : " -mattr=" + features); }
+
+Target Target::host() {
+  Target t;
+  TargetInfo info = parse_llvm_target("llvm");
+  t.cpu = info.cpu;
+  t.features = info.features;
+  t.num_cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  t.vector_bytes = info.avx512 ? 64 : 32;
+  return t;
+}
+
+}  // namespace tessel::autotune

@@ -1,0 +1,361 @@
+// The tuning loop. One round for one task: propose candidates (evolutionary search ranked
+// by the cost model, plus a random share), measure them in worker processes, append the
+// records to the log, retrain the model. A task scheduler picks the task of each round.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "autotune/CostModel.h"
+#include "autotune/Features.h"
+#include "autotune/Measure.h"
+#include "autotune/Records.h"
+#include "autotune/SearchSpace.h"
+#include "passes/Lower.h"
+
+namespace tessel::autotune {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Measured {
+  Candidate cand;
+  double seconds;  // +inf for errors
+};
+
+struct TaskState {
+  Workload w;
+  double weight = 1;
+  std::unique_ptr<SearchSpace> space;
+  std::unique_ptr<Measurer> measurer;
+  std::set<std::string> measured_keys;
+  std::vector<Measured> measured;
+  std::map<std::string, std::vector<float>> features;  // by candidate key
+  TaskResult result;
+  std::vector<double> best_history;  // best seconds after each round
+  bool dead = false;
+  int stale_rounds = 0;
+};
+
+// Features of a candidate's lowered program; empty if it does not lower.
+const std::vector<float>& features_of(TaskState& t, const Candidate& c) {
+  auto it = t.features.find(c.key);
+  if (it != t.features.end()) return it->second;
+  std::vector<float> f;
+  try {
+    Schedule s = Schedule::replay(t.w.outputs, c.steps);
+    f = program_features(lower_program(s, t.w.args, "k", {}).func.body);
+  } catch (const Error&) {
+    // A candidate that does not lower scores nothing; measuring it would fail the same way.
+  }
+  return t.features.emplace(c.key, std::move(f)).first->second;
+}
+
+double best_seconds(const TaskState& t) {
+  double b = INFINITY;
+  for (auto& m : t.measured) b = std::min(b, m.seconds);
+  return b;
+}
+
+class Tuner {
+ public:
+  Tuner(const std::vector<Workload>& ws, const std::vector<double>& weights, const TuneOptions& o)
+      : opts_(o), target_(Target::host()), rng_(o.seed), model_(o.seed) {
+    TESSEL_USER_CHECK(!ws.empty(), "tune: no workloads given");
+    TESSEL_USER_CHECK(o.trials > 0, "tune: the trial budget must be positive, got ", o.trials);
+    TESSEL_USER_CHECK(o.per_round > 0, "tune: per_round must be positive, got ", o.per_round);
+    TESSEL_USER_CHECK(o.timeout > 0, "tune: the timeout must be positive, got ", o.timeout);
+    for (size_t i = 0; i < ws.size(); ++i) {
+      auto t = std::make_unique<TaskState>();
+      t->w = ws[i];
+      t->weight = i < weights.size() ? weights[i] : 1.0;
+      t->space = std::make_unique<SearchSpace>(ws[i], target_);
+      t->result.task = ws[i].op;
+      t->result.key = ws[i].key();
+      tasks_.push_back(std::move(t));
+    }
+    if (!o.cost_model_in.empty()) model_.load(o.cost_model_in);
+    if (o.resume && !o.log.empty()) load_log();
+    if (!o.log.empty()) writer_ = std::make_unique<LogWriter>(o.log);
+  }
+
+  std::vector<TaskResult> run() {
+    start_ = Clock::now();
+    int budget = opts_.trials;
+    while (trials_ < budget) {
+      TaskState* t = pick_task();
+      if (!t) break;  // every task's space is exhausted
+      int n = std::min(opts_.per_round, budget - trials_);
+      round(*t, n);
+    }
+    for (auto& t : tasks_) remeasure_best(*t);
+    if (!opts_.cost_model_out.empty() && model_.trained()) model_.save(opts_.cost_model_out);
+    std::vector<TaskResult> out;
+    for (auto& t : tasks_) out.push_back(t->result);
+    return out;
+  }
+
+ private:
+  // ---- one round ----
+  void round(TaskState& t, int n) {
+    ensure_measurer(t);
+    std::vector<Candidate> cands = propose(t, n);
+    if (cands.empty()) {
+      t.dead = true;
+      return;
+    }
+    std::vector<std::vector<Step>> steps;
+    std::vector<int> idx;
+    for (auto& c : cands) steps.push_back(c.steps), idx.push_back(candidate_counter_++);
+    std::vector<MeasureResult> res = t.measurer->measure(steps, idx);
+    for (size_t i = 0; i < cands.size(); ++i) record(t, cands[i], res[i]);
+    double best = best_seconds(t);
+    bool improved = t.best_history.empty() || best < t.best_history.back() * 0.999;
+    t.stale_rounds = improved ? 0 : t.stale_rounds + 1;
+    t.best_history.push_back(best);
+    t.result.curve.emplace_back(t.result.trials, std::isfinite(best) && t.w.flops > 0 ? t.w.flops / best / 1e9 : 0);
+    retrain();
+    report(t);
+  }
+
+  // Evolutionary search over the model's predictions, plus an epsilon-greedy random share.
+  std::vector<Candidate> propose(TaskState& t, int n) {
+    std::vector<Candidate> out;
+    std::set<std::string> chosen;
+    auto take = [&](const Candidate& c) {
+      if (int(out.size()) >= n || t.measured_keys.count(c.key) || !chosen.insert(c.key).second) return;
+      if (features_of(t, c).empty()) return;  // does not lower: not worth a measurement
+      out.push_back(c);
+    };
+    int n_random = opts_.use_cost_model && model_.trained() ? std::max(1, int(std::round(n * opts_.eps_greedy))) : n;
+    if (n_random < n) {
+      for (auto& c : evolve(t)) take(c);
+      // Fewer than wanted (a small space): fall through to random samples.
+    }
+    for (int tries = 0; int(out.size()) < n && tries < 50 * n; ++tries) take(t.space->sample(rng_));
+    return out;
+  }
+
+  std::vector<Candidate> evolve(TaskState& t) {
+    std::vector<Candidate> pop;
+    // Seeds: fresh samples and the best measured programs (re-played from their decisions).
+    std::vector<const Measured*> best;
+    for (auto& m : t.measured)
+      if (std::isfinite(m.seconds) && !m.cand.decisions.empty()) best.push_back(&m);
+    std::sort(best.begin(), best.end(), [](auto* a, auto* b) { return a->seconds < b->seconds; });
+    for (size_t i = 0; i < best.size() && int(pop.size()) < opts_.population / 5; ++i)
+      pop.push_back(t.space->replay(best[i]->cand.decisions, rng_));
+    while (int(pop.size()) < opts_.population) pop.push_back(t.space->sample(rng_));
+
+    std::map<std::string, std::pair<float, Candidate>> top;  // unmeasured, by predicted score
+    for (int g = 0; g <= opts_.generations; ++g) {
+      std::vector<std::vector<float>> rows;
+      std::vector<size_t> valid;
+      for (size_t i = 0; i < pop.size(); ++i) {
+        const auto& f = features_of(t, pop[i]);
+        if (!f.empty()) rows.push_back(f), valid.push_back(i);
+      }
+      if (rows.empty()) break;
+      std::vector<float> score = model_.predict(rows);
+      for (size_t k = 0; k < valid.size(); ++k) {
+        const Candidate& c = pop[valid[k]];
+        if (!t.measured_keys.count(c.key)) top.emplace(c.key, std::make_pair(score[k], c));
+      }
+      if (g == opts_.generations) break;
+      // Next generation: parents drawn in proportion to their predicted score, then mutated.
+      std::vector<double> w;
+      for (float s : score) w.push_back(std::max(1e-3, double(s)));
+      std::discrete_distribution<size_t> parent(w.begin(), w.end());
+      std::vector<Candidate> next;
+      for (int i = 0; i < opts_.population; ++i) {
+        const Candidate& p = pop[valid[parent(rng_)]];
+        next.push_back(std::uniform_real_distribution<double>(0, 1)(rng_) < 0.85 ? t.space->mutate(p, rng_) : p);
+      }
+      pop = std::move(next);
+    }
+    std::vector<std::pair<float, Candidate>> sorted;
+    for (auto& [k, v] : top) sorted.push_back(v);
+    std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.first > b.first; });
+    std::vector<Candidate> out;
+    for (auto& [s, c] : sorted) out.push_back(c);
+    return out;
+  }
+
+  // ---- records ----
+  void record(TaskState& t, const Candidate& c, const MeasureResult& r) {
+    Record rec = make_record(t.w, target_);
+    rec.steps = c.steps;
+    rec.decisions = c.decisions;
+    rec.costs = r.costs;
+    rec.error = r.error;
+    rec.message = r.message;
+    rec.build_seconds = r.build_seconds;
+    if (writer_) writer_->append(rec);
+    add_measured(t, c, rec);
+    ++trials_;
+    ++t.result.trials;
+    if (!rec.ok()) ++t.result.errors;
+  }
+
+  void add_measured(TaskState& t, const Candidate& c, const Record& rec) {
+    t.measured_keys.insert(c.key);
+    t.measured.push_back({c, rec.mean_cost()});
+    if (rec.ok() && (t.result.best_seconds == 0 || rec.mean_cost() < t.result.best_seconds)) {
+      t.result.best_seconds = rec.mean_cost();
+      t.result.best_gflops = t.w.flops > 0 ? t.w.flops / t.result.best_seconds / 1e9 : 0;
+      t.result.best_steps = c.steps;
+    }
+  }
+
+  void load_log() {
+    std::vector<std::string> warnings;
+    std::vector<Record> recs = read_log(opts_.log, &warnings);
+    for (auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    int loaded = 0;
+    for (auto& rec : recs) {
+      if (rec.target_key != target_.key()) continue;
+      for (auto& t : tasks_)
+        if (rec.workload_key == t->w.key()) {
+          Candidate c;
+          c.steps = rec.steps;
+          c.decisions = rec.decisions;
+          c.key = steps_to_json(rec.steps);
+          if (t->measured_keys.count(c.key)) continue;
+          add_measured(*t, c, rec);
+          ++t->result.trials;
+          if (!rec.ok()) ++t->result.errors;
+          ++loaded;
+        }
+    }
+    // The budget covers what the log already holds: re-running a killed command finishes it.
+    trials_ = loaded_trials_ = loaded;
+    if (loaded) {
+      std::fprintf(stderr, "resume: %d records from %s; they will not be measured again\n", loaded, opts_.log.c_str());
+      retrain();
+    }
+  }
+
+  // Labels: each task's best cost over the candidate's cost (errors score 0).
+  void retrain() {
+    if (!opts_.use_cost_model) return;
+    std::vector<std::vector<float>> rows;
+    std::vector<float> labels;
+    for (auto& t : tasks_) {
+      double best = best_seconds(*t);
+      for (auto& m : t->measured) {
+        const auto& f = features_of(*t, m.cand);
+        if (f.empty()) continue;
+        rows.push_back(f);
+        labels.push_back(std::isfinite(m.seconds) && std::isfinite(best) ? float(best / m.seconds) : 0.f);
+      }
+    }
+    model_.train(rows, labels);
+  }
+
+  // ---- task scheduling: round robin first, then the largest expected gain ----
+  TaskState* pick_task() {
+    std::vector<TaskState*> alive;
+    for (auto& t : tasks_)
+      if (!t->dead) alive.push_back(t.get());
+    if (alive.empty()) return nullptr;
+    for (auto* t : alive)
+      if (t->best_history.empty()) return t;
+    // Gradient of the weighted total latency w.r.t. trials (MetaSchedule's estimate).
+    TaskState* pick = nullptr;
+    double best = -1;
+    const double alpha = 0.2;
+    for (auto* t : alive) {
+      auto& L = t->best_history;
+      size_t n = L.size();
+      double last = std::isfinite(L.back()) ? L.back() : 1.0;
+      double g1 = 0;
+      const size_t win = 3;
+      if (n > win && std::isfinite(L[n - 1 - win])) g1 = (L[n - 1 - win] - last) / win;
+      double g2 = last / double(n);
+      double grad = t->weight * (alpha * g1 + (1 - alpha) * g2);
+      if (grad > best) best = grad, pick = t;
+    }
+    return pick;
+  }
+
+  void ensure_measurer(TaskState& t) {
+    if (t.measurer) return;
+    t.measurer = std::make_unique<Measurer>(t.w, opts_);
+    t.result.default_seconds = t.measurer->default_seconds();
+    t.result.default_gflops = t.w.flops > 0 ? t.w.flops / t.result.default_seconds / 1e9 : 0;
+  }
+
+  // The best few are measured again: a single lucky timing should not win.
+  void remeasure_best(TaskState& t) {
+    if (opts_.remeasure_top <= 0 || t.measured.empty()) return;
+    ensure_measurer(t);
+    std::vector<Measured*> ok;
+    for (auto& m : t.measured)
+      if (std::isfinite(m.seconds)) ok.push_back(&m);
+    std::sort(ok.begin(), ok.end(), [](auto* a, auto* b) { return a->seconds < b->seconds; });
+    ok.resize(std::min<size_t>(ok.size(), size_t(opts_.remeasure_top)));
+    if (ok.empty()) return;
+    std::vector<std::vector<Step>> steps;
+    std::vector<int> idx;
+    for (auto* m : ok) steps.push_back(m->cand.steps), idx.push_back(-1);
+    auto res = t.measurer->measure(steps, idx);
+    t.result.best_seconds = 0;
+    for (size_t i = 0; i < ok.size(); ++i) {
+      if (res[i].error != ErrorCode::None || res[i].costs.empty()) continue;
+      Record rec = make_record(t.w, target_);
+      rec.steps = ok[i]->cand.steps;
+      rec.decisions = ok[i]->cand.decisions;
+      rec.costs = res[i].costs;
+      rec.build_seconds = res[i].build_seconds;
+      rec.message = "re-measured";
+      if (writer_) writer_->append(rec);
+      // Keep the slower of the two runs of a candidate: that is what it reliably does.
+      double s = std::max(ok[i]->seconds, rec.mean_cost());
+      if (t.result.best_seconds == 0 || s < t.result.best_seconds) {
+        t.result.best_seconds = s;
+        t.result.best_steps = ok[i]->cand.steps;
+      }
+    }
+    if (t.result.best_seconds > 0 && t.w.flops > 0) t.result.best_gflops = t.w.flops / t.result.best_seconds / 1e9;
+  }
+
+  void report(TaskState& t) {
+    if (!opts_.on_progress) return;
+    Progress p;
+    p.task = t.w.key();
+    p.trials = trials_;
+    p.budget = opts_.trials;
+    p.errors = 0;
+    for (auto& x : tasks_) p.errors += x->result.errors;
+    p.best_seconds = t.result.best_seconds;
+    p.best_gflops = t.result.best_gflops;
+    double el = std::chrono::duration<double>(Clock::now() - start_).count();
+    int done_here = trials_ - loaded_trials_;
+    p.trials_per_second = el > 0 ? done_here / el : 0;
+    p.eta_seconds = p.trials_per_second > 0 ? (opts_.trials - trials_) / p.trials_per_second : 0;
+    opts_.on_progress(p);
+  }
+
+  TuneOptions opts_;
+  Target target_;
+  std::mt19937_64 rng_;
+  CostModel model_;
+  std::vector<std::unique_ptr<TaskState>> tasks_;
+  std::unique_ptr<LogWriter> writer_;
+  int trials_ = 0, loaded_trials_ = 0, candidate_counter_ = 0;
+  Clock::time_point start_;
+};
+
+}  // namespace
+
+std::vector<TaskResult> tune_tasks(const std::vector<Workload>& tasks, const std::vector<double>& weights,
+                                   const TuneOptions& opts) {
+  Tuner t(tasks, weights, opts);
+  return t.run();
+}
+
+TaskResult tune(const Workload& w, const TuneOptions& opts) { return tune_tasks({w}, {1.0}, opts)[0]; }
+
+}  // namespace tessel::autotune

@@ -1,0 +1,125 @@
+#pragma once
+// The autotuner: derives a search space from a compute definition alone (sketches),
+// explores it with evolutionary search ranked by an XGBoost cost model, measures
+// candidates in isolated worker processes, and appends every measurement to a JSON-lines
+// tuning log that deploy code reads back to rebuild the best kernel without tuning.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessel/build.h"
+#include "tessel/schedule.h"
+#include "tessel/tensor.h"
+
+namespace tessel::autotune {
+
+// A computation to tune: its argument tensors (inputs then outputs), a readable key
+// (operator, shapes, dtype, layout) and the work it does.
+struct Workload {
+  std::string op;                        // "matmul", "conv2d", ... or a custom name
+  std::map<std::string, int64_t> shape;  // the op's parameters, e.g. M, N, K
+  DType dtype = float32;
+  std::string layout;                    // "NCHW16c" for blocked convolutions, else ""
+  std::vector<Tensor> args;              // inputs, then outputs
+  std::vector<Tensor> outputs;
+  double flops = 0;
+  std::string key() const;               // "conv2d[C=64,H=56,...]float32/NCHW16c"
+  std::string hash() const;              // 16 hex digits of the key
+};
+
+// Library operators by name; `shape` names their parameters (tune --list-ops prints them).
+Workload make_workload(const std::string& op, const std::map<std::string, int64_t>& shape, DType dtype = float32);
+// Operators make_workload knows, with their parameters and defaults.
+std::vector<std::pair<std::string, std::string>> list_ops();
+// A user's own computation; flops is used for GFLOP/s reporting (0 = report time only).
+Workload custom_workload(const std::string& name, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& outputs, double flops = 0,
+                         const std::map<std::string, int64_t>& shape = {});
+// Parses "M=1024,N=1024,K=1024"; throws tessel::Error naming the bad item.
+std::map<std::string, int64_t> parse_shape(const std::string& text);
+
+// Identifies the machine a measurement is valid for: architecture key (cpu name) plus
+// the full target string and hardware parameters.
+struct Target {
+  std::string kind = "llvm";
+  std::string cpu;            // "znver4"
+  std::string features;       // "+avx512f,..."
+  int num_cores = 1;
+  int vector_bytes = 32;
+  int cache_line_bytes = 64;
+  std::string key() const;    // "llvm/znver4"
+  std::string str() const;    // "llvm -mcpu=znver4 -mattr=..."
+  static Target host();
+};
+
+struct Progress {
+  std::string task;
+  int trials = 0, budget = 0, errors = 0;
+  double best_gflops = 0, best_seconds = 0;
+  double trials_per_second = 0, eta_seconds = 0;
+};
+
+struct TuneOptions {
+  int trials = 200;               // measurement budget (all tasks together)
+  int per_round = 16;             // candidates measured per round
+  std::string log;                // tuning log (JSON lines); appended record by record
+  bool resume = false;            // reload `log`: retrain, never re-measure recorded candidates
+  double timeout = 10;            // seconds a candidate may take to build or run
+  int repeat = 3;                 // timing repeats (each the mean of `number` runs)
+  int number = 0;                 // runs per repeat; 0 = as many as min_repeat_ms needs
+  double min_repeat_ms = 40;
+  uint64_t seed = 1;
+  int threads = 0;                // threads kernels run with; 0 = all cores
+  int build_workers = 0;          // candidates compiled at once; 0 = cores
+  std::string cost_model_in;      // warm-start the cost model from this file
+  std::string cost_model_out;     // save the trained model here at the end
+  bool use_cost_model = true;     // false: random search (same space, same budget)
+  int population = 256;           // evolutionary search population
+  int generations = 4;
+  double eps_greedy = 0.1;        // share of each round drawn at random
+  int remeasure_top = 3;          // the best few are measured again at the end
+  std::function<void(const Progress&)> on_progress;
+  // Test hooks: a candidate (by index in the run) that crashes or hangs in its worker.
+  int plant_crash_at = -1, plant_hang_at = -1;
+};
+
+struct TaskResult {
+  std::string task, key;
+  int trials = 0, errors = 0;
+  double best_seconds = 0, best_gflops = 0;
+  double default_seconds = 0, default_gflops = 0;
+  std::vector<Step> best_steps;
+  std::vector<std::pair<int, double>> curve;  // (trials so far, best GFLOP/s) after each round
+};
+
+TaskResult tune(const Workload& w, const TuneOptions& opts);
+// Many tasks under one budget, trials going where they cut the weighted total latency
+// most (gradient-based task scheduler); one shared cost model.
+std::vector<TaskResult> tune_tasks(const std::vector<Workload>& tasks, const std::vector<double>& weights,
+                                   const TuneOptions& opts);
+
+// ---- deploy time ----
+
+struct Record;
+// The best valid record for this workload and target in a log (none: nullopt).
+struct BestSchedule {
+  std::vector<Step> steps;
+  double seconds = 0;
+  std::string target;
+};
+std::optional<BestSchedule> best_schedule(const std::string& log_path, const Workload& w,
+                                          const Target& target = Target::host());
+// Builds the best kernel from the log. Without a record it says so on stderr (naming the
+// workload, the target and the log) and builds the default schedule instead.
+Module build_best(const std::string& log_path, const Workload& w, const Target& target = Target::host(),
+                  bool* found = nullptr);
+
+// Log maintenance: merge several logs into one; keep only the best record per
+// (workload, target). Return the number of records written.
+int merge_logs(const std::vector<std::string>& inputs, const std::string& output);
+int keep_best(const std::string& input, const std::string& output);
+
+}  // namespace tessel::autotune
