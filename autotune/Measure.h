@@ -25,8 +25,10 @@ class Measurer {
   // Builds the default schedule and computes the reference outputs (in this process).
   Measurer(const Workload& w, const TuneOptions& opts);
   // `indices` number the candidates within the run (for the planted-fault test hooks).
+  // A candidate whose first run is over 10x slower than `best_known` seconds is timed by
+  // that run alone: a precise time of a hopeless program is not worth seconds of budget.
   std::vector<MeasureResult> measure(const std::vector<std::vector<Step>>& candidates,
-                                     const std::vector<int>& indices);
+                                     const std::vector<int>& indices, double best_known = 0);
   double default_seconds() const { return default_seconds_; }
 
  private:

@@ -146,6 +146,20 @@ std::vector<std::string> multi_split(Schedule& s, const std::string& stage, cons
   return names;
 }
 
+// Does stage `reader` run inside loop `axis` of stage `parent`?
+bool runs_inside(const ScheduleState& st, const std::string& reader, const std::string& parent,
+                 const std::string& axis) {
+  const StageState& p = st.stage(parent);
+  int pos = p.leaf_position(p.find_axis(axis));
+  if (reader == parent) return true;
+  for (const StageState* cur = &st.stage(reader); cur->attach == StageState::At;) {
+    const StageState& up = st.stage(cur->attach_stage);
+    if (up.name == parent) return up.leaf_position(up.find_axis(cur->attach_axis)) >= pos;
+    cur = &up;
+  }
+  return false;
+}
+
 int64_t axis_extent(Schedule& s, const std::string& stage, const std::string& axis) {
   const StageState& st = s.state().stage(stage);
   return st.axes[st.find_axis(axis)].extent;
@@ -368,11 +382,16 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
       simple_root(in.name, true);
       continue;
     }
-    // Intermediate stage: inline (if element-wise), at the root, or inside a consumer.
+    // Intermediate stage: inline (if element-wise), at the root, or inside a consumer at
+    // a loop that encloses every stage reading it.
     std::vector<std::string> readers = s.state().effective_readers(in.name);
     std::vector<std::pair<std::string, std::string>> places;
     for (auto& r : readers)
-      for (auto& a : leaves(r)) places.emplace_back(r, a);
+      for (auto& a : leaves(r)) {
+        bool all_inside = true;
+        for (auto& other : readers) all_inside &= runs_inside(s.state(), other, r, a);
+        if (all_inside) places.emplace_back(r, a);
+      }
     int64_t options = int64_t(places.size()) + 1 + (in.reduce ? 0 : 1);
     int64_t pick = tr.choice(options);
     if (!in.reduce && pick == options - 1) {

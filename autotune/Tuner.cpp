@@ -109,7 +109,8 @@ class Tuner {
     std::vector<std::vector<Step>> steps;
     std::vector<int> idx;
     for (auto& c : cands) steps.push_back(c.steps), idx.push_back(candidate_counter_++);
-    std::vector<MeasureResult> res = t.measurer->measure(steps, idx);
+    double known = std::min(best_seconds(t), t.result.default_seconds);
+    std::vector<MeasureResult> res = t.measurer->measure(steps, idx, std::isfinite(known) ? known : 0);
     for (size_t i = 0; i < cands.size(); ++i) record(t, cands[i], res[i]);
     double best = best_seconds(t);
     bool improved = t.best_history.empty() || best < t.best_history.back() * 0.999;

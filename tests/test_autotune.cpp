@@ -1,0 +1,324 @@
+// The autotuner: search space, replay of sampled and mutated candidates, the cost model,
+// fault isolation, the log (resume, corrupt lines), deploy-time lookup, many tasks.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <set>
+
+#include "autotune/CostModel.h"
+#include "autotune/Features.h"
+#include "autotune/Records.h"
+#include "autotune/SearchSpace.h"
+#include "passes/Lower.h"
+#include "reference.h"
+
+using namespace tessel;
+using namespace tessel::autotune;
+
+namespace {
+
+std::string tmp(const std::string& name) {
+  std::string p = std::string(TESSEL_TEST_TMP) + "/" + name;
+  std::remove(p.c_str());
+  return p;
+}
+
+// Runs a schedule and the default schedule on the same inputs; returns the max error.
+double error_vs_default(const Workload& w, const std::vector<Step>& steps) {
+  size_t n_in = w.args.size() - w.outputs.size();
+  std::vector<Buffer> inputs;
+  for (size_t i = 0; i < n_in; ++i) inputs.push_back(ref::random(w.args[i].shape(), 10 + i, w.args[i].dtype()));
+  auto got = ref::run(Schedule::replay(w.outputs, steps), w.args, inputs);
+  auto want = ref::run(ops::default_schedule(w.outputs), w.args, inputs);
+  double err = 0;
+  for (size_t i = 0; i < got.size(); ++i) err = std::max(err, max_relative_error(got[i], want[i]));
+  return err;
+}
+
+TuneOptions small(int trials) {
+  TuneOptions o;
+  o.trials = trials;
+  o.per_round = 4;
+  o.population = 32;
+  o.generations = 2;
+  o.repeat = 1;
+  o.min_repeat_ms = 1;
+  o.remeasure_top = 1;
+  o.timeout = 20;
+  return o;
+}
+
+}  // namespace
+
+struct SpaceCase {
+  const char* op;
+  const char* shape;
+  size_t min_sketches;
+  size_t min_distinct;  // distinct programs among 12 samples and 12 mutations
+};
+
+class Space : public ::testing::TestWithParam<SpaceCase> {};
+
+TEST_P(Space, SampledAndMutatedCandidatesReplayAndAreCorrect) {
+  SpaceCase c = GetParam();
+  Workload w = make_workload(c.op, parse_shape(c.shape));
+  SearchSpace space(w, Target::host());
+  EXPECT_GE(space.sketch_names().size(), c.min_sketches);
+  std::mt19937_64 rng(5);
+  std::set<std::string> keys;
+  for (int i = 0; i < 12; ++i) {
+    Candidate cand = space.sample(rng);
+    Candidate again = space.replay(cand.decisions, rng);
+    ASSERT_EQ(again.key, cand.key) << "decisions must replay to the same steps";
+    Candidate mut = space.mutate(cand, rng);
+    for (const Candidate* x : {&cand, &mut}) {
+      keys.insert(x->key);
+      ASSERT_LE(error_vs_default(w, x->steps), 1e-3) << c.op << ": " << x->key;
+    }
+  }
+  EXPECT_GE(keys.size(), c.min_distinct) << "samples and mutations should differ";
+}
+
+INSTANTIATE_TEST_SUITE_P(Autotune, Space,
+                         ::testing::Values(SpaceCase{"matmul", "M=49,N=40,K=33", 3, 16},
+                                           SpaceCase{"conv2d", "C=8,H=9,W=9,K=16,R=3,S=3,pad=1", 3, 16},
+                                           SpaceCase{"conv2d", "C=8,H=9,W=9,K=16,R=3,S=3,pad=1,bias_relu=1", 2, 16},
+                                           SpaceCase{"conv2d_nchwc", "C=16,H=7,W=7,K=32,R=3,S=3,pad=1", 3, 16},
+                                           SpaceCase{"softmax", "rows=6,cols=100", 1, 12},
+                                           SpaceCase{"layer_norm", "rows=5,cols=48", 1, 12},
+                                           SpaceCase{"max_pool2d", "C=4,H=9,W=9,R=3,stride=2,pad=1", 1, 4}));
+
+TEST(Autotune, ConvBiasReluFusesTheEpilogue) {
+  Workload w = make_workload("conv2d", parse_shape("C=8,H=9,W=9,K=16,R=3,S=3,pad=1,bias_relu=1"));
+  SearchSpace space(w, Target::host());
+  bool fused = false;
+  for (auto& st : space.stages()) fused |= st.name == "conv" && st.fused_consumer == "relu";
+  EXPECT_TRUE(fused);
+  std::mt19937_64 rng(1);
+  Candidate c = space.sample(rng);
+  EXPECT_NE(c.key.find(R"(["compute_at","conv","relu")"), std::string::npos) << c.key;
+}
+
+TEST(Autotune, TileSizesNeedNotDivide) {
+  // Extents 7, 49 and 1000: a divisor-only space would be tiny for 7 and 49.
+  Workload w = make_workload("matmul", parse_shape("M=7,N=1000,K=49"));
+  SearchSpace space(w, Target::host());
+  std::mt19937_64 rng(3);
+  bool non_dividing = false;
+  for (int i = 0; i < 40 && !non_dividing; ++i)
+    for (auto& d : space.sample(rng).decisions)
+      if (d.kind == Decision::Tile) {
+        int64_t p = 1;
+        for (int64_t f : d.value) p *= f;
+        non_dividing |= d.range % p != 0;
+      }
+  EXPECT_TRUE(non_dividing);
+}
+
+TEST(Autotune, FeaturesAreFixedSizeAndSeeVectorization) {
+  Workload w = make_workload("matmul", parse_shape("M=64,N=64,K=64"));
+  Schedule plain(w.outputs);
+  Schedule vec(w.outputs);
+  auto [o, i] = vec["C"].split("j", 16);
+  vec["C"].vectorize(i);
+  auto f0 = program_features(lower_program(plain, w.args, "k", {}).func.body);
+  auto f1 = program_features(lower_program(vec, w.args, "k", {}).func.body);
+  ASSERT_EQ(f0.size(), size_t(kProgramFeatures));
+  ASSERT_EQ(f1.size(), size_t(kProgramFeatures));
+  EXPECT_NE(f0, f1);
+  EXPECT_GT(f1[kStoreFeatures + 7], f0[kStoreFeatures + 7]);  // mean vector lanes
+}
+
+// Trained on real measurements of this machine (a log in tuning_logs/), the model ranks
+// held-out candidates much better than chance.
+TEST(Autotune, CostModelRanksHeldOutCandidates) {
+  std::string path = std::string(TESSEL_SOURCE_DIR) + "/tuning_logs/gemm_1024.json";
+  std::vector<Record> recs = read_log(path);
+  ASSERT_GE(recs.size(), 200u) << "expected the GEMM tuning log in " << path;
+  Workload w = make_workload("matmul", recs[0].shape);
+  std::vector<std::vector<float>> x;
+  std::vector<double> cost;
+  for (auto& r : recs) {
+    if (!r.ok() || r.message == "re-measured") continue;
+    x.push_back(program_features(lower_program(Schedule::replay(w.outputs, r.steps), w.args, "k", {}).func.body));
+    cost.push_back(r.mean_cost());
+  }
+  // Every fifth record is held out.
+  std::vector<std::vector<float>> tx, vx;
+  std::vector<float> ty;
+  std::vector<double> vc;
+  double best = *std::min_element(cost.begin(), cost.end());
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (i % 5 == 0) vx.push_back(x[i]), vc.push_back(cost[i]);
+    else tx.push_back(x[i]), ty.push_back(float(best / cost[i]));
+  }
+  CostModel m(7);
+  m.train(tx, ty);
+  std::vector<float> pred = m.predict(vx);
+  int agree = 0, pairs = 0;
+  for (size_t i = 0; i < vx.size(); ++i)
+    for (size_t j = i + 1; j < vx.size(); ++j) {
+      if (std::abs(vc[i] - vc[j]) < 0.05 * std::min(vc[i], vc[j])) continue;  // within noise
+      ++pairs;
+      agree += (pred[i] > pred[j]) == (vc[i] < vc[j]);
+    }
+  ASSERT_GT(pairs, 100);
+  double accuracy = double(agree) / pairs;
+  EXPECT_GT(accuracy, 0.7) << "pairwise ranking accuracy on held-out candidates (random: 0.5)";
+  // Save and load keep the predictions.
+  std::string file = tmp("model.json");
+  m.save(file);
+  CostModel back;
+  back.load(file);
+  EXPECT_EQ(back.predict(vx), pred);
+}
+
+TEST(Autotune, CrashingAndHangingCandidatesAreRecordedAndTuningGoesOn) {
+  Workload w = make_workload("matmul", parse_shape("M=32,N=32,K=32"));
+  TuneOptions o = small(8);
+  o.log = tmp("faults.json");
+  o.plant_crash_at = 1;
+  o.plant_hang_at = 2;
+  o.timeout = 3;
+  TaskResult r = tune(w, o);
+  EXPECT_EQ(r.trials, 8);
+  EXPECT_EQ(r.errors, 2);
+  EXPECT_GT(r.best_gflops, 0);
+  auto recs = read_log(o.log);
+  bool crash = false, hang = false;
+  for (auto& rec : recs) {
+    crash |= rec.error == ErrorCode::Runtime && rec.message.find("signal 11") != std::string::npos;
+    hang |= rec.error == ErrorCode::RunTimeout && rec.message.find("timeout") != std::string::npos;
+  }
+  EXPECT_TRUE(crash);
+  EXPECT_TRUE(hang);
+}
+
+TEST(Autotune, KillAndResumeLosesNothing) {
+  Workload w = make_workload("matmul", parse_shape("M=48,N=48,K=48"));
+  std::string log = tmp("resume.json");
+  TuneOptions o = small(24);
+  o.log = log;
+  pid_t pid = fork();
+  if (pid == 0) {
+    tune(w, o);
+    _exit(0);
+  }
+  // Kill the tuner once some records are on disk.
+  for (int i = 0; i < 600 && read_log(log).size() < 6; ++i) usleep(50000);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  std::vector<Record> before = read_log(log);
+  ASSERT_GE(before.size(), 6u);
+  ASSERT_LT(before.size(), 24u);
+  o.resume = true;
+  TaskResult r = tune(w, o);
+  std::vector<Record> after = read_log(log);
+  // Everything measured before the kill is still there, first, unchanged.
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i].to_json(), before[i].to_json());
+  // No candidate was measured twice (re-measurements of the best are marked as such).
+  std::set<std::string> keys;
+  for (auto& rec : after)
+    if (rec.message != "re-measured") EXPECT_TRUE(keys.insert(steps_to_json(rec.steps)).second);
+  EXPECT_EQ(r.trials, 24);
+  EXPECT_EQ(keys.size(), 24u);
+}
+
+TEST(Autotune, CorruptLinesAreSkippedWithTheirLineNumber) {
+  Workload w = make_workload("matmul", parse_shape("M=8,N=8,K=8"));
+  Record r = make_record(w, Target::host());
+  r.costs = {1e-6};
+  std::string path = tmp("corrupt.json");
+  {
+    std::ofstream f(path);
+    f << r.to_json() << "\n";
+    f << r.to_json().substr(0, 40) << "\n";  // truncated by a crash
+    f << "{\"v\": 99, \"workload\": {}}\n";    // a future format
+    f << r.to_json() << "\n";
+  }
+  std::vector<std::string> warnings;
+  auto recs = read_log(path, &warnings);
+  EXPECT_EQ(recs.size(), 2u);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find("corrupt.json:2: skipped: not valid JSON"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find(":3: skipped: record of format version 99; this Tessel reads version 1"),
+            std::string::npos) << warnings[1];
+}
+
+TEST(Autotune, LookupRoundTripsThroughAFileInANewProcess) {
+  Workload w = make_workload("matmul", parse_shape("M=40,N=24,K=16"));
+  TuneOptions o = small(8);
+  o.log = tmp("lookup.json");
+  TaskResult tuned = tune(w, o);
+  ASSERT_FALSE(tuned.best_steps.empty());
+  pid_t pid = fork();
+  if (pid == 0) {
+    // A new process: only the log file connects it to the tuning run.
+    Workload again = make_workload("matmul", parse_shape("M=40,N=24,K=16"));
+    auto best = best_schedule(o.log, again);
+    if (!best || best->steps.empty()) _exit(3);
+    bool found = false;
+    Module m = build_best(o.log, again, Target::host(), &found);
+    Buffer a = ref::random({40, 16}, 1), b = ref::random({16, 24}, 2), c({40, 24}, float32);
+    m(a, b, c);
+    _exit(found && max_relative_error(c, ref::matmul(a, b)) < 1e-4 ? 0 : 4);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  // A workload the log does not hold: said loudly, default schedule built.
+  Workload other = make_workload("matmul", parse_shape("M=41,N=24,K=16"));
+  testing::internal::CaptureStderr();
+  bool found = true;
+  build_best(o.log, other, Target::host(), &found);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(found);
+  EXPECT_NE(err.find("no tuning record for workload matmul[K=16,M=41,N=24]float32"), std::string::npos) << err;
+  EXPECT_NE(err.find("DEFAULT schedule"), std::string::npos) << err;
+  // The record prints as C++ that rebuilds it.
+  std::string cpp = Schedule::replay(w.outputs, tuned.best_steps).to_cpp();
+  EXPECT_NE(cpp.find("s[\""), std::string::npos) << cpp;
+}
+
+TEST(Autotune, ManyTasksShareOneBudget) {
+  Workload a = make_workload("matmul", parse_shape("M=32,N=32,K=32"));
+  Workload b = make_workload("softmax", parse_shape("rows=16,cols=64"));
+  TuneOptions o = small(16);
+  o.log = tmp("tasks.json");
+  auto res = tune_tasks({a, b}, {1.0, 1.0}, o);
+  ASSERT_EQ(res.size(), 2u);
+  EXPECT_EQ(res[0].trials + res[1].trials, 16);
+  EXPECT_GE(res[0].trials, 4);
+  EXPECT_GE(res[1].trials, 4);
+  // keep_best leaves one record per workload.
+  std::string best = tmp("tasks_best.json");
+  EXPECT_EQ(keep_best(o.log, best), 2);
+  EXPECT_EQ(merge_logs({o.log, o.log}, tmp("merged.json")), 2 * int(read_log(o.log).size()));
+}
+
+TEST(Autotune, BadOptionsAreClearErrors) {
+  Workload w = make_workload("matmul", parse_shape("M=8,N=8,K=8"));
+  TuneOptions o;
+  o.trials = 0;
+  try {
+    tune(w, o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("budget must be positive"), std::string::npos);
+  }
+  try {
+    parse_shape("M=8,N=x");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'x' is not a positive integer"), std::string::npos);
+  }
+  try {
+    make_workload("gemm", {});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown operator 'gemm'; known operators: matmul"), std::string::npos);
+  }
+}

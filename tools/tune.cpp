@@ -1,0 +1,166 @@
+// tune: tune an operator (or a list of them) for this CPU and write a tuning log.
+//   tune --op conv2d --shape N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1 --trials 1000 \
+//        --log tuning_logs/conv2d.json
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "tessel/autotune.h"
+#include "tessel/error.h"
+
+namespace po = boost::program_options;
+using namespace tessel;
+using namespace tessel::autotune;
+
+namespace {
+
+[[noreturn]] void usage_error(const std::string& why) {
+  std::fprintf(stderr, "tune: %s (see tune --help)\n", why.c_str());
+  std::exit(2);
+}
+
+std::vector<std::pair<Workload, double>> read_workloads(const std::string& path, DType dtype) {
+  std::ifstream in(path);
+  if (!in) usage_error("cannot read workload file '" + path + "'");
+  std::vector<std::pair<Workload, double>> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.empty() || line[0] == '#') continue;
+    std::stringstream ss(line);
+    std::string op, shape;
+    double weight = 1;
+    ss >> op >> shape;
+    if (!(ss >> weight)) weight = 1;
+    try {
+      out.emplace_back(make_workload(op, parse_shape(shape), dtype), weight);
+    } catch (const Error& e) {
+      usage_error(path + ":" + std::to_string(n) + ": " + e.what());
+    }
+  }
+  if (out.empty()) usage_error("workload file '" + path + "' lists no workloads (lines: OP SHAPE [WEIGHT])");
+  return out;
+}
+
+std::string fmt_time(double s) {
+  char b[32];
+  if (s < 60) std::snprintf(b, sizeof b, "%.0fs", s);
+  else if (s < 3600) std::snprintf(b, sizeof b, "%.0fm%02.0fs", std::floor(s / 60), std::fmod(s, 60));
+  else std::snprintf(b, sizeof b, "%.0fh%02.0fm", std::floor(s / 3600), std::fmod(s / 60, 60));
+  return b;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  po::options_description desc("tune: search schedules for tensor operators on this CPU and log every measurement\n\nOptions");
+  std::string op, shape, log, cost_model, workloads, target = "llvm", dtype_name = "float32", merge, keep_best_in;
+  TuneOptions o;
+  desc.add_options()
+      ("help,h", "show this help")
+      ("list-ops", "list the operators and their shape parameters")
+      ("op", po::value(&op), "operator to tune (see --list-ops)")
+      ("shape", po::value(&shape), "its parameters, e.g. M=1024,N=1024,K=1024")
+      ("dtype", po::value(&dtype_name)->default_value("float32"), "element type")
+      ("workloads", po::value(&workloads), "file of workloads to tune together, one per line: OP SHAPE [WEIGHT]")
+      ("target", po::value(&target)->default_value("llvm"), "llvm (this CPU); cuda is not available yet")
+      ("trials", po::value(&o.trials)->default_value(200), "measurement budget (all workloads together, counting records already in a resumed log)")
+      ("per-round", po::value(&o.per_round)->default_value(16), "candidates measured per round")
+      ("log", po::value(&log), "tuning log to append to (JSON lines)")
+      ("resume", po::bool_switch(&o.resume), "reload --log, retrain from it, never re-measure its candidates")
+      ("timeout", po::value(&o.timeout)->default_value(10), "seconds a candidate may take to build or to run")
+      ("repeat", po::value(&o.repeat)->default_value(3), "timing repeats per candidate")
+      ("number", po::value(&o.number)->default_value(0), "runs per repeat (0: enough for --min-repeat-ms)")
+      ("min-repeat-ms", po::value(&o.min_repeat_ms)->default_value(40), "minimum duration of one repeat")
+      ("seed", po::value(&o.seed)->default_value(1), "random seed")
+      ("threads", po::value(&o.threads)->default_value(0), "threads the kernels run with (0: all cores)")
+      ("cost-model", po::value(&cost_model), "XGBoost model file: warm-start from it if it exists, save to it at the end")
+      ("random-search", "measure random candidates of the same space instead of model-guided ones")
+      ("merge", po::value(&merge), "comma-separated logs to merge into --log, then exit")
+      ("keep-best", po::value(&keep_best_in), "write only the best record per workload and target of this log to --log, then exit");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    usage_error(e.what());
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\nExample:\n  tune --op matmul --shape M=1024,N=1024,K=1024 --trials 200 --log tuning_logs/gemm.json\n";
+    return 0;
+  }
+  if (vm.count("list-ops")) {
+    for (auto& [name, params] : list_ops()) std::printf("%-18s %s\n", name.c_str(), params.c_str());
+    return 0;
+  }
+  if (target == "cuda")
+    usage_error("--target cuda: the CUDA back end is not part of this build yet; use --target llvm to tune for this CPU");
+  if (target != "llvm") usage_error("unknown --target '" + target + "'; use llvm");
+  try {
+    if (!merge.empty() || !keep_best_in.empty()) {
+      if (log.empty()) usage_error("--merge and --keep-best write to --log; give it");
+      int n;
+      if (!merge.empty()) {
+        std::vector<std::string> ins;
+        std::stringstream ss(merge);
+        for (std::string s; std::getline(ss, s, ',');) ins.push_back(s);
+        n = merge_logs(ins, log);
+      } else {
+        n = keep_best(keep_best_in, log);
+      }
+      std::printf("wrote %d records to %s\n", n, log.c_str());
+      return 0;
+    }
+    DType dtype = DType::parse(dtype_name);
+    std::vector<std::pair<Workload, double>> tasks;
+    if (!workloads.empty()) {
+      if (!op.empty()) usage_error("give either --op/--shape or --workloads, not both");
+      tasks = read_workloads(workloads, dtype);
+    } else {
+      if (op.empty()) usage_error("missing --op (or --workloads); see --list-ops");
+      if (shape.empty()) usage_error("missing --shape for --op " + op);
+      tasks.emplace_back(make_workload(op, parse_shape(shape), dtype), 1.0);
+    }
+    if (o.trials <= 0) usage_error("--trials must be positive");
+    if (o.per_round <= 0) usage_error("--per-round must be positive");
+    if (o.timeout <= 0) usage_error("--timeout must be positive");
+    if (o.repeat <= 0) usage_error("--repeat must be positive");
+    if (o.resume && log.empty()) usage_error("--resume needs --log");
+    o.log = log;
+    o.use_cost_model = !vm.count("random-search");
+    if (!cost_model.empty()) {
+      if (std::ifstream(cost_model).good()) o.cost_model_in = cost_model;
+      o.cost_model_out = cost_model;
+    }
+    bool tty = isatty(fileno(stderr));
+    o.on_progress = [&](const Progress& p) {
+      std::fprintf(stderr, "%s[%d/%d] %s best %.1f GFLOP/s, %.2f candidates/s, errors %d, ETA %s%s", tty ? "\r\033[K" : "",
+                   p.trials, p.budget, p.task.c_str(), p.best_gflops, p.trials_per_second, p.errors,
+                   fmt_time(p.eta_seconds).c_str(), tty ? "" : "\n");
+      std::fflush(stderr);
+    };
+    std::vector<Workload> ws;
+    std::vector<double> weights;
+    for (auto& [w, wt] : tasks) ws.push_back(w), weights.push_back(wt);
+    std::vector<TaskResult> res = tune_tasks(ws, weights, o);
+    if (tty) std::fprintf(stderr, "\n");
+    std::printf("%-10s %-58s %12s %12s %9s %7s %7s\n", "task", "shape", "best GF/s", "default GF/s", "speed-up",
+                "trials", "errors");
+    for (size_t i = 0; i < res.size(); ++i) {
+      const TaskResult& r = res[i];
+      std::string sh;
+      for (auto& [k, v] : ws[i].shape) sh += (sh.empty() ? "" : ",") + k + "=" + std::to_string(v);
+      double speedup = r.best_seconds > 0 ? r.default_seconds / r.best_seconds : 0;
+      std::printf("%-10s %-58s %12.1f %12.1f %8.2fx %7d %7d\n", ws[i].op.c_str(), sh.c_str(), r.best_gflops,
+                  r.default_gflops, speedup, r.trials, r.errors);
+    }
+    if (!log.empty()) std::printf("log: %s\n", log.c_str());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "tune: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
