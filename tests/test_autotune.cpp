@@ -167,6 +167,8 @@ TEST(Autotune, CostModelRanksHeldOutCandidates) {
     }
   ASSERT_GT(pairs, 100);
   double accuracy = double(agree) / pairs;
+  std::printf("cost model: %zu training, %zu held-out candidates, pairwise ranking accuracy %.3f (random 0.5)\n",
+              tx.size(), vx.size(), accuracy);
   EXPECT_GT(accuracy, 0.7) << "pairwise ranking accuracy on held-out candidates (random: 0.5)";
   // Save and load keep the predictions.
   std::string file = tmp("model.json");

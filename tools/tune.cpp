@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
       ("cost-model", po::value(&cost_model), "XGBoost model file: warm-start from it if it exists, save to it at the end")
       ("random-search", "measure random candidates of the same space instead of model-guided ones")
       ("merge", po::value(&merge), "comma-separated logs to merge into --log, then exit")
-      ("keep-best", po::value(&keep_best_in), "write only the best record per workload and target of this log to --log, then exit");
+      ("keep-best", po::value(&keep_best_in), "write only the best record per workload and target of this log to --log, then exit")
+      ("print-best", "print the best record of --op/--shape in --log as C++ schedule code, then exit");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -123,6 +124,20 @@ int main(int argc, char** argv) {
       if (op.empty()) usage_error("missing --op (or --workloads); see --list-ops");
       if (shape.empty()) usage_error("missing --shape for --op " + op);
       tasks.emplace_back(make_workload(op, parse_shape(shape), dtype), 1.0);
+    }
+    if (vm.count("print-best")) {
+      if (log.empty()) usage_error("--print-best reads --log; give it");
+      for (auto& [w, wt] : tasks) {
+        auto best = best_schedule(log, w);
+        if (!best) {
+          std::printf("// no record for %s on %s in %s\n", w.key().c_str(), Target::host().key().c_str(), log.c_str());
+          continue;
+        }
+        std::printf("// %s: %.3f ms (%.1f GFLOP/s) on %s\n%s", w.key().c_str(), best->seconds * 1e3,
+                    w.flops / best->seconds / 1e9, best->target.c_str(),
+                    Schedule::replay(w.outputs, best->steps).to_cpp().c_str());
+      }
+      return 0;
     }
     if (o.trials <= 0) usage_error("--trials must be positive");
     if (o.per_round <= 0) usage_error("--per-round must be positive");

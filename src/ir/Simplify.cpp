@@ -323,14 +323,25 @@ class Simplifier : public IRMutator {
     return rebuild_binary(e, a, b);
   }
 
-  // a = k*Q + R with every coefficient of Q's terms divisible by k.
-  void split_by(const Linear& l, int64_t k, Linear& q, Linear& r) {
+  // For a >= 0, writes a = k*Q + R where Q gathers the terms whose coefficients k divides.
+  // Succeeds when Q has terms and both Q and R are provably non-negative, so that
+  // a / k == Q + R / k and a % k == R % k; `r_below_k` says R < k (then a / k == Q).
+  bool quotient(const Expr& a, int64_t k, DType t, Expr* q, Expr* r, bool* r_below_k) {
+    Linear l = linearize(a), ql, rl;
     for (auto& [atom, c] : l.terms) {
-      if (c % k == 0) q.terms.emplace_back(atom, c / k);
-      else r.terms.emplace_back(atom, c);
+      if (c % k == 0) ql.terms.emplace_back(atom, c / k);
+      else rl.terms.emplace_back(atom, c);
     }
-    q.c = l.c / k;
-    r.c = l.c % k;
+    ql.c = l.c / k;
+    rl.c = l.c % k;
+    CI bq = CI::point(ql.c), br = CI::point(rl.c);
+    for (auto& [atom, c] : ql.terms) bq = ci_add(bq, ci_scale(bounds(atom), c));
+    for (auto& [atom, c] : rl.terms) br = ci_add(br, ci_scale(bounds(atom), c));
+    if (ql.terms.empty() || !bq.bounded_below() || bq.min < 0 || !br.bounded_below() || br.min < 0) return false;
+    *q = build(ql, t);
+    *r = build(rl, t);
+    *r_below_k = br.bounded_above() && br.max < k;
+    return true;
   }
 
   Expr visit(const Div* op, const Expr& e) override {
@@ -343,16 +354,9 @@ class Simplifier : public IRMutator {
       CI ba = bounds(a);
       if (ba.bounded_below() && ba.min >= 0) {
         if (ba.bounded_above() && ba.max < k) return make_int(0, op->type);
-        Linear l = linearize(a), q, r;
-        split_by(l, k, q, r);
-        CI bq = CI::point(q.c), br = CI::point(r.c);
-        for (auto& [atom, c] : q.terms) bq = ci_add(bq, ci_scale(bounds(atom), c));
-        for (auto& [atom, c] : r.terms) br = ci_add(br, ci_scale(bounds(atom), c));
-        if (!q.terms.empty() && bq.bounded_below() && bq.min >= 0 && br.bounded_below() && br.min >= 0) {
-          Expr qe = build(q, op->type);
-          if (br.bounded_above() && br.max < k) return qe;
-          return mutate(Add::make(qe, Div::make(build(r, op->type), b)));
-        }
+        Expr q, r;
+        bool small;
+        if (quotient(a, k, op->type, &q, &r, &small)) return small ? q : mutate(Add::make(q, Div::make(r, b)));
         // (x / k1) / k2 == x / (k1*k2) for x >= 0
         if (const Div* inner = a.as<Div>()) {
           int64_t k1;
@@ -373,16 +377,9 @@ class Simplifier : public IRMutator {
       CI ba = bounds(a);
       if (ba.bounded_below() && ba.min >= 0) {
         if (ba.bounded_above() && ba.max < k) return a;
-        Linear l = linearize(a), q, r;
-        split_by(l, k, q, r);
-        CI bq = CI::point(q.c), br = CI::point(r.c);
-        for (auto& [atom, c] : q.terms) bq = ci_add(bq, ci_scale(bounds(atom), c));
-        for (auto& [atom, c] : r.terms) br = ci_add(br, ci_scale(bounds(atom), c));
-        if (!q.terms.empty() && bq.bounded_below() && bq.min >= 0 && br.bounded_below() && br.min >= 0) {
-          Expr re = build(r, op->type);
-          if (br.bounded_above() && br.max < k) return re;
-          return Mod::make(re, b);
-        }
+        Expr q, r;
+        bool small;
+        if (quotient(a, k, op->type, &q, &r, &small)) return small ? r : Mod::make(r, b);
       }
     }
     if (a.same_as(op->a) && b.same_as(op->b)) return e;

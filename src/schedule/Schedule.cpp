@@ -117,28 +117,33 @@ void topo_visit(const Operation& op, std::vector<Operation>& order, std::set<con
   order.push_back(op);
 }
 
+// Redirects reads of the ops in `map` to their replacements.
+Expr replace_loads(const Expr& body, const std::map<const OperationNode*, Operation>& map, bool* changed) {
+  class Rewriter : public IRMutator {
+   public:
+    const std::map<const OperationNode*, Operation>* m;
+    bool* changed;
+    using IRMutator::mutate;
+    Expr visit(const TensorLoad* op, const Expr& e) override {
+      Expr r = IRMutator::visit(op, e);
+      auto it = m->find(op->op.get());
+      if (it == m->end()) return r;
+      if (changed) *changed = true;
+      return TensorLoad::make(it->second, r.as<TensorLoad>()->indices);
+    }
+  } rw;
+  rw.m = &map;
+  rw.changed = changed;
+  return rw.mutate(body);
+}
+
 // Replaces reads of ops per `map` in every stage (and, transitively, in stages reading
 // rewritten ones); outputs follow.
 void replace_dataflow(ScheduleState& st, std::map<const OperationNode*, Operation> map) {
   for (auto& s : st.stages) {
     if (s.is_placeholder() || map.count(s.op.get())) continue;
     bool changed = false;
-    class Rewriter : public IRMutator {
-     public:
-      std::map<const OperationNode*, Operation>* m;
-      bool* changed;
-      using IRMutator::mutate;
-      Expr visit(const TensorLoad* op, const Expr& e) override {
-        Expr r = IRMutator::visit(op, e);
-        auto it = m->find(op->op.get());
-        if (it == m->end()) return r;
-        *changed = true;
-        return TensorLoad::make(it->second, r.as<TensorLoad>()->indices);
-      }
-    } rw;
-    rw.m = &map;
-    rw.changed = &changed;
-    Expr body = rw.mutate(s.op->body);
+    Expr body = replace_loads(s.op->body, map, &changed);
     if (!changed) continue;
     auto op = std::make_shared<OperationNode>(*s.op);
     op->body = body;
@@ -386,20 +391,8 @@ void do_cache_read(ScheduleState& st, const Step& step) {
   // Rewrite only the named readers.
   for (auto& r : step.stages) {
     StageState& rs = st.stage(r);
-    std::map<const OperationNode*, Operation> m{{src.op.get(), cache}};
-    class Rewriter : public IRMutator {
-     public:
-      std::map<const OperationNode*, Operation>* m;
-      using IRMutator::mutate;
-      Expr visit(const TensorLoad* op, const Expr& e) override {
-        Expr r = IRMutator::visit(op, e);
-        auto it = m->find(op->op.get());
-        return it == m->end() ? r : TensorLoad::make(it->second, r.as<TensorLoad>()->indices);
-      }
-    } rw;
-    rw.m = &m;
     auto op = std::make_shared<OperationNode>(*rs.op);
-    op->body = rw.mutate(rs.op->body);
+    op->body = replace_loads(rs.op->body, {{src.op.get(), cache}}, nullptr);
     Operation old = rs.op;
     rs.op = op;
     replace_dataflow(st, {{old.get(), op}});
