@@ -35,8 +35,8 @@ std::map<std::string, int64_t> parse_shape(const std::string& text) {
     std::string name = item.substr(0, eq), value = item.substr(eq + 1);
     char* end = nullptr;
     long long v = std::strtoll(value.c_str(), &end, 10);
-    TESSEL_USER_CHECK(!value.empty() && *end == 0 && v > 0, "shape item '", item, "': '", value,
-                      "' is not a positive integer");
+    TESSEL_USER_CHECK(!value.empty() && *end == 0 && v >= 0, "shape item '", item, "': '", value,
+                      "' is not a non-negative integer");
     TESSEL_USER_CHECK(out.emplace(name, v).second, "shape names '", name, "' twice");
   }
   TESSEL_USER_CHECK(!out.empty(), "empty shape; give NAME=VALUE pairs, e.g. M=1024,N=1024,K=1024");
