@@ -27,11 +27,21 @@ class Tracer {
   }
 
   // n factors (outer to inner) whose product is at most `extent`; innermost <= max_inner.
-  std::vector<int64_t> tile(int64_t extent, int n, int64_t max_inner) {
+  // `prefer_inner` (a vector width) is drawn as the innermost factor half of the time when
+  // it divides the extent: a full vector is the usual best choice for the vector loop.
+  std::vector<int64_t> tile(int64_t extent, int n, int64_t max_inner, int64_t prefer_inner = 0) {
     Decision d{Decision::Tile, extent, max_inner, {}};
     const Decision* r = next();
-    if (r && r->kind == Decision::Tile && int(r->value.size()) == n && fits(r->value, extent, max_inner)) d.value = r->value;
-    else d.value = sample_tile(extent, n, max_inner, rng_);
+    if (r && r->kind == Decision::Tile && int(r->value.size()) == n && fits(r->value, extent, max_inner)) {
+      d.value = r->value;
+    } else {
+      d.value = sample_tile(extent, n, max_inner, rng_);
+      if (prefer_inner > 1 && extent % prefer_inner == 0 && prefer_inner <= max_inner &&
+          std::uniform_int_distribution<int>(0, 1)(rng_)) {
+        d.value = sample_tile(extent / prefer_inner, n - 1, extent, rng_);
+        d.value.push_back(prefer_inner);
+      }
+    }
     out.push_back(d);
     return d.value;
   }
@@ -301,8 +311,8 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
     std::vector<std::vector<std::string>> sl, rl;
     for (size_t d = 0; d < op->axis.size(); ++d) {
       int64_t ext = op->axis[d].extent();
-      int64_t inner_cap = d + 1 == op->axis.size() ? 2 * lanes : 16;
-      sf.push_back(tr.tile(ext, 3, inner_cap));
+      bool last = d + 1 == op->axis.size();
+      sf.push_back(tr.tile(ext, 3, last ? 2 * lanes : 16, last ? lanes : 0));
       sl.push_back(multi_split(s, m, op->axis[d].name(), sf.back()));
     }
     for (auto& iv : op->reduce_axis) rl.push_back(multi_split(s, m, iv.name(), tr.tile(iv.extent(), 1, 64)));
