@@ -1,6 +1,6 @@
-// The main demo: tune a GEMM for this CPU with a small budget, write the tuning log,
+// The main demo: tune an operator (an NCHW convolution by default) for this CPU with a small budget, write the tuning log,
 // rebuild the best kernel from the log alone, and compare it with the default schedule.
-//   example_tune_demo [trials] [log]
+//   example_tune_demo [trials] [log] [op] [shape]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +27,9 @@ int main(int argc, char** argv) {
   int trials = argc > 1 ? std::atoi(argv[1]) : 64;
   std::string log = argc > 2 ? argv[2] : "demo_tuning_log.json";
   std::remove(log.c_str());
-  Workload w = make_workload("matmul", parse_shape("M=512,N=512,K=512"));
+  std::string op = argc > 3 ? argv[3] : "conv2d";
+  std::string shape = argc > 4 ? argv[4] : "N=1,C=64,H=28,W=28,K=64,R=3,S=3,stride=1,pad=1";
+  Workload w = make_workload(op, parse_shape(shape));
   std::printf("tuning %s on %s: %d trials, log %s\n", w.key().c_str(), Target::host().key().c_str(), trials, log.c_str());
   TuneOptions o;
   o.trials = trials;
