@@ -2,7 +2,6 @@
 # Installs the dependencies, builds, and runs the main demo: tune an NCHW conv2d on this CPU with
 # a small budget (64 trials), write a tuning log, rebuild the kernel from the log alone and print
 # its speed-up over the default schedule.
-# rebuild the kernel from the log, print the speed-up over the default schedule.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
