@@ -41,6 +41,22 @@ int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil
                     stride, ", padding ", pad, ", dilation ", dil, "); the kernel does not fit");
   return o;
 }
+// Input channel read by output channel k at reduction channel rc (grouped convolutions
+// read only their group's slice of the input).
+Expr group_channel(Expr k, const IterVar& rc, int64_t Cg, int64_t Kg, int64_t groups) {
+  return groups == 1 ? Expr(rc) : (k / int(Kg)) * int(Cg) + rc;
+}
+
+// Input position of output position y at window offset r.
+Expr window(Expr y, const IterVar& r, int64_t stride, int64_t dilation) {
+  return y * int(stride) + r * int(dilation);
+}
+
+void check_groups(const char* op, int64_t C, int64_t K, int64_t groups) {
+  TESSEL_USER_CHECK(C % groups == 0 && K % groups == 0, op, ": channels C=", C, " and K=", K,
+                    " must both be divisible by groups=", groups);
+}
+
 void check_params(const Conv2dParams& p, const char* op) {
   TESSEL_USER_CHECK(p.stride_h > 0 && p.stride_w > 0, op, ": strides must be positive");
   TESSEL_USER_CHECK(p.dilation_h > 0 && p.dilation_w > 0, op, ": dilations must be positive");
@@ -56,8 +72,7 @@ Tensor conv2d_nchw(const Tensor& X, const Tensor& W, const Conv2dParams& p, cons
   auto& xs = X.shape();
   auto& ws = W.shape();
   int64_t N = xs[0], C = xs[1], H = xs[2], Wd = xs[3], K = ws[0], R = ws[2], S = ws[3];
-  TESSEL_USER_CHECK(C % p.groups == 0 && K % p.groups == 0, "conv2d_nchw: channels C=", C, " and K=", K,
-                    " must both be divisible by groups=", p.groups);
+  check_groups("conv2d_nchw", C, K, p.groups);
   TESSEL_USER_CHECK(ws[1] == C / p.groups, "conv2d_nchw: W", shape_str(ws), " must be [K, C/groups=", C / p.groups,
                     ", R, S] for X", shape_str(xs));
   int64_t OH = out_size(H, R, p.stride_h, p.pad_h, p.dilation_h, "conv2d_nchw", "height");
@@ -66,8 +81,8 @@ Tensor conv2d_nchw(const Tensor& X, const Tensor& W, const Conv2dParams& p, cons
   int64_t Cg = C / p.groups, Kg = K / p.groups;
   IterVar rc = reduce_axis(Cg, "rc"), ry = reduce_axis(R, "ry"), rx = reduce_axis(S, "rx");
   return compute({N, K, OH, OW}, [&](Var n, Var k, Var y, Var x) {
-    Expr c = p.groups == 1 ? Expr(rc) : (k / int(Kg)) * int(Cg) + rc;
-    return sum(Xp(n, c, y * int(p.stride_h) + ry * int(p.dilation_h), x * int(p.stride_w) + rx * int(p.dilation_w)) *
+    Expr c = group_channel(k, rc, Cg, Kg, p.groups);
+    return sum(Xp(n, c, window(y, ry, p.stride_h, p.dilation_h), window(x, rx, p.stride_w, p.dilation_w)) *
                    W(k, rc, ry, rx),
                {rc, ry, rx});
   }, name, "conv2d");
@@ -80,8 +95,7 @@ Tensor conv2d_nhwc(const Tensor& X, const Tensor& W, const Conv2dParams& p, cons
   auto& xs = X.shape();
   auto& ws = W.shape();
   int64_t N = xs[0], H = xs[1], Wd = xs[2], C = xs[3], R = ws[0], S = ws[1], K = ws[3];
-  TESSEL_USER_CHECK(C % p.groups == 0 && K % p.groups == 0, "conv2d_nhwc: channels C=", C, " and K=", K,
-                    " must both be divisible by groups=", p.groups);
+  check_groups("conv2d_nhwc", C, K, p.groups);
   TESSEL_USER_CHECK(ws[2] == C / p.groups, "conv2d_nhwc: W", shape_str(ws), " must be [R, S, C/groups=",
                     C / p.groups, ", K] (HWIO) for X", shape_str(xs));
   int64_t OH = out_size(H, R, p.stride_h, p.pad_h, p.dilation_h, "conv2d_nhwc", "height");
@@ -90,8 +104,8 @@ Tensor conv2d_nhwc(const Tensor& X, const Tensor& W, const Conv2dParams& p, cons
   int64_t Cg = C / p.groups, Kg = K / p.groups;
   IterVar ry = reduce_axis(R, "ry"), rx = reduce_axis(S, "rx"), rc = reduce_axis(Cg, "rc");
   return compute({N, OH, OW, K}, [&](Var n, Var y, Var x, Var k) {
-    Expr c = p.groups == 1 ? Expr(rc) : (k / int(Kg)) * int(Cg) + rc;
-    return sum(Xp(n, y * int(p.stride_h) + ry * int(p.dilation_h), x * int(p.stride_w) + rx * int(p.dilation_w), c) *
+    Expr c = group_channel(k, rc, Cg, Kg, p.groups);
+    return sum(Xp(n, window(y, ry, p.stride_h, p.dilation_h), window(x, rx, p.stride_w, p.dilation_w), c) *
                    W(ry, rx, rc, k),
                {ry, rx, rc});
   }, name, "conv2d");
@@ -115,8 +129,7 @@ Tensor conv2d_nchwc(const Tensor& X, const Tensor& W, const Conv2dParams& p, con
   IterVar ico = reduce_axis(CO, "ico"), ry = reduce_axis(R, "ry"), rx = reduce_axis(S, "rx"),
           ici = reduce_axis(cb, "ici");
   return compute({N, KO, OH, OW, kb}, [&](Var n, Var ko, Var y, Var x, Var ki) {
-    return sum(Xp(n, ico, y * int(p.stride_h) + ry * int(p.dilation_h), x * int(p.stride_w) + rx * int(p.dilation_w),
-                  ici) *
+    return sum(Xp(n, ico, window(y, ry, p.stride_h, p.dilation_h), window(x, rx, p.stride_w, p.dilation_w), ici) *
                    W(ko, ico, ry, rx, ici, ki),
                {ico, ry, rx, ici});
   }, name, "conv2d");
@@ -137,8 +150,7 @@ Tensor depthwise_conv2d_nchw(const Tensor& X, const Tensor& W, const Conv2dParam
   Tensor Xp = pad(X, {0, 0, p.pad_h, p.pad_w}, {0, 0, p.pad_h, p.pad_w}, 0.0, name + ".pad");
   IterVar ry = reduce_axis(R, "ry"), rx = reduce_axis(S, "rx");
   return compute({N, K, OH, OW}, [&](Var n, Var k, Var y, Var x) {
-    return sum(Xp(n, k / int(m), y * int(p.stride_h) + ry * int(p.dilation_h),
-                  x * int(p.stride_w) + rx * int(p.dilation_w)) *
+    return sum(Xp(n, k / int(m), window(y, ry, p.stride_h, p.dilation_h), window(x, rx, p.stride_w, p.dilation_w)) *
                    W(k, 0, ry, rx),
                {ry, rx});
   }, name, "depthwise_conv2d");

@@ -74,11 +74,8 @@ void promote(Expr& a, Expr& b) {
       e = Cast::make(t, e);
     }
   };
-  if (ta.lanes != tb.lanes) {
-    TESSEL_INTERNAL_CHECK(ta.lanes == 1 || tb.lanes == 1, "mixing vector widths ", ta.str(), " and ", tb.str());
-    // Broadcasting is the vectorizer's job; operator nodes only see equal widths.
-    throw InternalError("operands of different lane counts: " + ta.str() + " and " + tb.str());
-  }
+  // Broadcasting is the vectorizer's job; operator nodes only see equal widths.
+  TESSEL_INTERNAL_CHECK(ta.lanes == tb.lanes, "operands of different lane counts: ", ta.str(), " and ", tb.str());
   if (cb && !ca && !(ta.is_integer() && b.as<FloatImm>())) { to(b, ta); return; }
   if (ca && !cb && !(tb.is_integer() && a.as<FloatImm>())) { to(a, tb); return; }
   DType t;
