@@ -170,6 +170,27 @@ bool runs_inside(const ScheduleState& st, const std::string& reader, const std::
   return false;
 }
 
+// Inputs of a tiled stage worth packing: read with the stage's innermost (vector) axis as
+// their last index, long in that dimension, and reused (not indexed by every spatial axis).
+// Returns (input, the dimension to cut into blocks).
+std::vector<std::pair<Operation, int>> packable_inputs(const OperationNode* op, int lanes) {
+  std::vector<std::pair<Operation, int>> out;
+  const Expr& vec = op->axis.back().var();
+  for (auto& input : op->inputs()) {
+    int nd = int(input->shape.size());
+    if (input->is_compute() || nd < 2 || input->shape.back() <= 2 * lanes) continue;
+    bool along_vec = true, reused = false;
+    visit_exprs(op->body, [&](const Expr& e) {
+      if (const TensorLoad* l = e.as<TensorLoad>())
+        if (l->op.get() == input.get()) along_vec &= l->indices.back().same_as(vec);
+    });
+    auto used = index_vars(op->body, input.get());
+    for (auto& iv : op->axis) reused |= iv.extent() > 1 && !used.count(iv.var().get());
+    if (along_vec && reused) out.emplace_back(input, nd - 1);
+  }
+  return out;
+}
+
 int64_t axis_extent(Schedule& s, const std::string& stage, const std::string& axis) {
   const StageState& st = s.state().stage(stage);
   return st.axes[st.find_axis(axis)].extent;
@@ -306,16 +327,27 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
   // The multi-level tiled stage `m`, optionally computed inside `outer` (a cache-write
   // copy or a fused consumer with the same iteration space).
   auto tile = [&](const std::string& m, const std::string& outer) {
-    const OperationNode* op = s.state().stage(m).op.get();
-    std::vector<std::vector<int64_t>> sf;
+    Operation keep = s.state().stage(m).op;  // pack replaces the stage's op; keep this one alive
+    const OperationNode* op = keep.get();
+    std::vector<std::vector<int64_t>> sf, rf;
     std::vector<std::vector<std::string>> sl, rl;
     for (size_t d = 0; d < op->axis.size(); ++d) {
-      int64_t ext = op->axis[d].extent();
       bool last = d + 1 == op->axis.size();
-      sf.push_back(tr.tile(ext, 3, last ? 2 * lanes : 16, last ? lanes : 0));
-      sl.push_back(multi_split(s, m, op->axis[d].name(), sf.back()));
+      sf.push_back(tr.tile(op->axis[d].extent(), 3, last ? 2 * lanes : 16, last ? lanes : 0));
     }
-    for (auto& iv : op->reduce_axis) rl.push_back(multi_split(s, m, iv.name(), tr.tile(iv.extent(), 1, 64)));
+    for (auto& iv : op->reduce_axis) rf.push_back(tr.tile(iv.extent(), 1, 64));
+    // Inputs read along the vector axis with a long row stride: copy them into blocks of
+    // the innermost one or two tile levels, so the inner loops stream through memory.
+    for (auto& [input, dim] : packable_inputs(op, lanes)) {
+      int64_t pick = tr.choice(3);  // 0: read in place; 1: block = S3; 2: block = S2*S3
+      if (pick == 0) continue;
+      int64_t block = std::min(input->shape[dim], pick == 1 ? sf.back()[2] : sf.back()[1] * sf.back()[2]);
+      if (block < lanes) continue;  // a block narrower than a vector gains nothing
+      std::string packed = s.pack(Tensor(input), {s.tensor(m)}, dim, block).name();
+      simple_root(packed, true);
+    }
+    for (size_t d = 0; d < op->axis.size(); ++d) sl.push_back(multi_split(s, m, op->axis[d].name(), sf[d]));
+    for (size_t r = 0; r < op->reduce_axis.size(); ++r) rl.push_back(multi_split(s, m, op->reduce_axis[r].name(), rf[r]));
     // S0 S1 R0 S2 R1 S3
     std::vector<Axis> order;
     for (int l : {0, 1}) for (auto& x : sl) order.push_back(x[l]);

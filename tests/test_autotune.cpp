@@ -102,6 +102,22 @@ TEST(Autotune, ConvBiasReluFusesTheEpilogue) {
   EXPECT_NE(c.key.find(R"(["compute_at","conv","relu")"), std::string::npos) << c.key;
 }
 
+TEST(Autotune, GemmSpacePacksTheStridedOperandIntoBlocks) {
+  // B[k, j] is read along the vector axis j with a row stride of N: some candidates copy it
+  // into [N / b][K][b] blocks first. Those must be correct too, tails included (72 % 32).
+  Workload w = make_workload("matmul", parse_shape("M=33,N=72,K=20"));
+  SearchSpace space(w, Target::host());
+  std::mt19937_64 rng(7);
+  int packed = 0;
+  for (int i = 0; i < 40 && packed < 3; ++i) {
+    Candidate c = space.sample(rng);
+    if (c.key.find(R"(["pack","B",)") == std::string::npos) continue;
+    ++packed;
+    ASSERT_LE(error_vs_default(w, c.steps), 1e-3) << c.key;
+  }
+  EXPECT_EQ(packed, 3);
+}
+
 TEST(Autotune, TileSizesNeedNotDivide) {
   // Extents 7, 49 and 1000: a divisor-only space would be tiny for 7 and 49.
   Workload w = make_workload("matmul", parse_shape("M=7,N=1000,K=49"));

@@ -36,6 +36,14 @@ TEST(Errors, VectorizeReductionAxis) {
   expect_error([&] { s[m.C].vectorize("k"); }, {"vectorize", "stage 'C'", "axis 'k'", "reduction axis", "rfactor"});
 }
 
+TEST(Errors, PackBadDimBlockOrReader) {
+  Mm m;
+  Schedule s({m.D});
+  expect_error([&] { s.pack(m.B, {m.C}, 2, 4); }, {"pack of 'B'", "dim 2", "2-dimensional", "use 0..1"});
+  expect_error([&] { s.pack(m.B, {m.C}, 1, 25); }, {"pack of 'B'", "block 25", "extent of dimension 1 (24)"});
+  expect_error([&] { s.pack(m.B, {m.D}, 1, 8); }, {"pack of 'B'", "stage 'D' does not read it", "readers: C"});
+}
+
 TEST(Errors, VectorizeTooWideExtent) {
   Mm m;
   Schedule s({m.D});

@@ -177,6 +177,27 @@ TEST(Primitives, CacheReadAndCacheWrite) {
   m.check(s);
 }
 
+TEST(Primitives, PackCutsADimensionIntoBlocks) {
+  for (int64_t block : {16, 20}) {  // 20 does not divide 48: the last block is zero-filled
+    Mm m(40, 48, 24);
+    Schedule s({m.C});
+    Tensor CL = s.cache_write(m.C, "local");
+    Tensor BP = s.pack(m.B, {CL}, 1, block);
+    EXPECT_EQ(BP.name(), "B.pack");
+    EXPECT_EQ(BP.shape(), (std::vector<int64_t>{(48 + block - 1) / block, 24, block}));
+    auto t = s[m.C].tile("i", "j", 8, block);
+    s[CL].compute_at(s[m.C], t.yo);
+    s[BP].parallel("i");
+    m.check(s);
+    if (block == 16) {
+      // j = j.outer * 16 + j.inner: the block index and offset simplify to the loop variables.
+      std::string ir = lower(s, {m.A, m.B, m.C}).str();
+      EXPECT_EQ(ir.find("/16)"), std::string::npos) << ir;
+      EXPECT_EQ(ir.find(" % 16"), std::string::npos) << ir;
+    }
+  }
+}
+
 TEST(Primitives, RFactor) {
   Tensor A = placeholder({1000}, float32, "A");
   IterVar k = reduce_axis(1000, "k");
@@ -263,6 +284,7 @@ TEST(Steps, JsonRoundTripReplayAndCpp) {
   s[CL].unroll(ki);
   s[CL].pragma(ko, "auto_unroll_max_step", 64);
   s[m.C].storage_align("i", 4, 0);
+  s[s.pack(m.B, {CL}, 1, 16)].parallel("i");
 
   std::string json = steps_to_json(s.steps());
   std::vector<Step> back = steps_from_json(json);
@@ -277,6 +299,7 @@ TEST(Steps, JsonRoundTripReplayAndCpp) {
   EXPECT_NE(cpp.find(R"(s.cache_write(s.tensor("C"), "local");)"), std::string::npos) << cpp;
   EXPECT_NE(cpp.find(R"(s["C.local"].compute_at(s["C"], "j.inner");)"), std::string::npos) << cpp;
   EXPECT_NE(cpp.find(R"(s["C.local"].pragma("k.outer", "auto_unroll_max_step", 64);)"), std::string::npos) << cpp;
+  EXPECT_NE(cpp.find(R"(s.pack(s.tensor("B"), {s.tensor("C.local")}, 1, 16);)"), std::string::npos) << cpp;
 }
 
 TEST(Steps, BadJsonIsAClearError) {

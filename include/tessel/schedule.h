@@ -83,6 +83,12 @@ class Schedule {
 
   // cache_read(A, "local", {C}) makes readers C load A through a copy A.local; returns it.
   Tensor cache_read(const Tensor& t, const std::string& scope, const std::vector<Tensor>& readers);
+  // pack(B, {C}, 1, 32): readers C load B[k, j] from B.pack[j / 32, k, j % 32], a copy of
+  // B whose dimension `dim` is cut into blocks of `block` (the block index first, the
+  // position in the block last), so that a loop nest walking one block of j reads memory
+  // contiguously. A short last block is zero-filled. Returns B.pack (computed at the root
+  // unless scheduled otherwise).
+  Tensor pack(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t block);
   // cache_write(C, "local") computes C into C.local and copies it out; returns C.local.
   Tensor cache_write(const Tensor& t, const std::string& scope);
   // rfactor(C, k.inner): a new stage C.rf computes partial sums with the reduce axis

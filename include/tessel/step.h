@@ -12,6 +12,7 @@
 //   ["storage_align", stage, axis, factor, offset]
 //   ["cache_read", tensor, scope, [readers...]]  ["cache_write", stage, scope]
 //   ["rfactor", stage, axis]
+//   ["pack", tensor, [readers...], dim, block]
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,14 +22,14 @@ namespace tessel {
 struct Step {
   enum Kind {
     Split, SplitNParts, Fuse, Reorder, Vectorize, Unroll, Parallel, Bind, Pragma,
-    ComputeAt, ComputeInline, ComputeRoot, StorageAlign, CacheRead, CacheWrite, RFactor
+    ComputeAt, ComputeInline, ComputeRoot, StorageAlign, CacheRead, CacheWrite, RFactor, Pack
   };
   Kind kind = Split;
   std::string stage;              // the stage acted on (the tensor read, for cache_read)
   std::vector<std::string> axes;  // axes named by the step, in order
-  std::vector<int64_t> ints;      // factor / nparts / pragma value / align factor+offset
+  std::vector<int64_t> ints;      // factor / nparts / pragma value / align factor+offset / pack dim+block
   std::string str;                // parent stage, thread tag, pragma key or scope
-  std::vector<std::string> stages;  // cache_read's readers
+  std::vector<std::string> stages;  // cache_read's and pack's readers
 
   std::string to_json() const;
   static Step from_json(const std::string& text);  // throws tessel::Error naming the problem

@@ -118,10 +118,14 @@ void topo_visit(const Operation& op, std::vector<Operation>& order, std::set<con
 }
 
 // Redirects reads of the ops in `map` to their replacements.
-Expr replace_loads(const Expr& body, const std::map<const OperationNode*, Operation>& map, bool* changed) {
+// `remap`, when given, rewrites the indices of the redirected loads (pack's new layout).
+using IndexMap = std::function<std::vector<Expr>(const std::vector<Expr>&)>;
+Expr replace_loads(const Expr& body, const std::map<const OperationNode*, Operation>& map, bool* changed,
+                   const IndexMap& remap = nullptr) {
   class Rewriter : public IRMutator {
    public:
     const std::map<const OperationNode*, Operation>* m;
+    const IndexMap* remap;
     bool* changed;
     using IRMutator::mutate;
     Expr visit(const TensorLoad* op, const Expr& e) override {
@@ -129,10 +133,12 @@ Expr replace_loads(const Expr& body, const std::map<const OperationNode*, Operat
       auto it = m->find(op->op.get());
       if (it == m->end()) return r;
       if (changed) *changed = true;
-      return TensorLoad::make(it->second, r.as<TensorLoad>()->indices);
+      const auto& idx = r.as<TensorLoad>()->indices;
+      return TensorLoad::make(it->second, *remap ? (*remap)(idx) : idx);
     }
   } rw;
   rw.m = &map;
+  rw.remap = &remap;
   rw.changed = changed;
   return rw.mutate(body);
 }
@@ -375,32 +381,84 @@ void do_compute_at(ScheduleState& st, StageState& s, const std::string& parent, 
   s.attach_axis = axis;
 }
 
-void do_cache_read(ScheduleState& st, const Step& step) {
-  StageState& src = st.stage(step.stage);
-  std::string name = unique_stage_name(st, src.name + "." + step.str);
-  TESSEL_USER_CHECK(!step.stages.empty(), "cache_read of '", src.name, "': give at least one reader");
+// A new stage `copy` (a copy of `src` in some layout) between `src` and the named readers.
+void insert_copy(ScheduleState& st, const Step& step, const char* prim, const StageState& src, const Operation& copy,
+                 const std::string& scope, const IndexMap& remap) {
+  TESSEL_USER_CHECK(!step.stages.empty(), prim, " of '", src.name, "': give at least one reader");
   auto readers = st.readers(src.name);
   for (auto& r : step.stages)
-    TESSEL_USER_CHECK(std::find(readers.begin(), readers.end(), r) != readers.end(), "cache_read of '", src.name,
-                      "': stage '", r, "' does not read it");
-  std::vector<IterVar> axes;
-  for (size_t d = 0; d < src.op->shape.size(); ++d)
-    axes.emplace_back(Var(d < 6 ? std::string(1, "ijklmn"[d]) : "ax" + std::to_string(d)), 0, src.op->shape[d],
-                      IterKind::Spatial);
-  Operation cache = make_compute_op(name, axes, TensorLoad::make(src.op, vars_of(axes)), "cache_read");
-  // Rewrite only the named readers.
+    TESSEL_USER_CHECK(std::find(readers.begin(), readers.end(), r) != readers.end(), prim, " of '", src.name,
+                      "': stage '", r, "' does not read it (its readers: ", [&] {
+                        std::string out;
+                        for (auto& x : readers) out += (out.empty() ? "" : ", ") + x;
+                        return out;
+                      }(), ")");
+  const OperationNode* src_op = src.op.get();
+  std::string src_name = src.name;
   for (auto& r : step.stages) {
     StageState& rs = st.stage(r);
     auto op = std::make_shared<OperationNode>(*rs.op);
-    op->body = replace_loads(rs.op->body, {{src.op.get(), cache}}, nullptr);
+    op->body = replace_loads(rs.op->body, {{src_op, copy}}, nullptr, remap);
     Operation old = rs.op;
     rs.op = op;
     replace_dataflow(st, {{old.get(), op}});
   }
-  int pos = st.find_stage(src.name);
-  StageState cs = make_stage(cache);
-  cs.scope = step.str;
+  int pos = st.find_stage(src_name);
+  StageState cs = make_stage(copy);
+  cs.scope = scope;
   st.stages.insert(st.stages.begin() + pos + 1, cs);
+}
+
+std::vector<IterVar> data_axes(const std::vector<int64_t>& shape) {
+  std::vector<IterVar> axes;
+  for (size_t d = 0; d < shape.size(); ++d)
+    axes.emplace_back(Var(d < 6 ? std::string(1, "ijklmn"[d]) : "ax" + std::to_string(d)), 0, shape[d],
+                      IterKind::Spatial);
+  return axes;
+}
+
+void do_cache_read(ScheduleState& st, const Step& step) {
+  StageState& src = st.stage(step.stage);
+  std::string name = unique_stage_name(st, src.name + "." + step.str);
+  std::vector<IterVar> axes = data_axes(src.op->shape);
+  Operation cache = make_compute_op(name, axes, TensorLoad::make(src.op, vars_of(axes)), "cache_read");
+  insert_copy(st, step, "cache_read", src, cache, step.str, nullptr);
+}
+
+// src[..., x_dim, ...] lives at pack[x_dim / block, ..., x_dim % block].
+void do_pack(ScheduleState& st, const Step& step) {
+  StageState& src = st.stage(step.stage);
+  int nd = int(src.op->shape.size());
+  int dim = int(step.ints.at(0));
+  int64_t block = step.ints.at(1);
+  TESSEL_USER_CHECK(dim >= 0 && dim < nd, "pack of '", src.name, "': dim ", dim, " is not a dimension of its ", nd,
+                    "-dimensional shape (use 0..", nd - 1, ")");
+  int64_t n = src.op->shape[dim];
+  TESSEL_USER_CHECK(block >= 1 && block <= n, "pack of '", src.name, "': block ", block,
+                    " must be between 1 and the extent of dimension ", dim, " (", n, ")");
+  std::vector<int64_t> shape{(n + block - 1) / block};
+  for (int d = 0; d < nd; ++d)
+    if (d != dim) shape.push_back(src.op->shape[d]);
+  shape.push_back(block);
+  std::vector<IterVar> axes = data_axes(shape);
+  std::vector<Expr> v = vars_of(axes), idx;
+  Expr x = v.front() * make_int(block) + v.back();
+  for (int d = 0, k = 1; d < nd; ++d) idx.push_back(d == dim ? x : v[k++]);
+  Expr body;
+  if (n % block == 0) {
+    body = TensorLoad::make(src.op, idx);
+  } else {  // the short last block: zeros, and a clamped read that stays in bounds
+    idx[dim] = min(x, make_int(n - 1));
+    body = select(x < make_int(n), TensorLoad::make(src.op, idx), make_const(src.op->dtype, 0));
+  }
+  Operation packed = make_compute_op(unique_stage_name(st, src.name + ".pack"), axes, body, "pack");
+  insert_copy(st, step, "pack", src, packed, "global", [dim, block](const std::vector<Expr>& i) {
+    std::vector<Expr> out{i[dim] / make_int(block)};
+    for (size_t d = 0; d < i.size(); ++d)
+      if (int(d) != dim) out.push_back(i[d]);
+    out.push_back(i[dim] % make_int(block));
+    return out;
+  });
 }
 
 void do_cache_write(ScheduleState& st, const Step& step) {
@@ -588,6 +646,7 @@ void apply_step(ScheduleState& st, const Step& step) {
       break;
     }
     case Step::CacheRead: do_cache_read(st, step); break;
+    case Step::Pack: do_pack(st, step); break;
     case Step::CacheWrite: do_cache_write(st, step); break;
     case Step::RFactor: do_rfactor(st, step); break;
   }
@@ -640,6 +699,15 @@ Tensor Schedule::cache_read(const Tensor& t, const std::string& scope, const std
   int before = int(state_->stages.size());
   apply(st);
   TESSEL_INTERNAL_CHECK(int(state_->stages.size()) == before + 1, "cache_read added no stage");
+  return Tensor(state_->stages[state_->find_stage(t.name()) + 1].op);
+}
+
+Tensor Schedule::pack(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t block) {
+  Step st{Step::Pack, t.name(), {}, {dim, block}, "", {}};
+  for (auto& r : readers) st.stages.push_back(r.name());
+  int before = int(state_->stages.size());
+  apply(st);
+  TESSEL_INTERNAL_CHECK(int(state_->stages.size()) == before + 1, "pack added no stage");
   return Tensor(state_->stages[state_->find_stage(t.name()) + 1].op);
 }
 

@@ -20,6 +20,7 @@ constexpr KindName kKinds[] = {
     {Step::ComputeAt, "compute_at"}, {Step::ComputeInline, "compute_inline"},
     {Step::ComputeRoot, "compute_root"}, {Step::StorageAlign, "storage_align"},
     {Step::CacheRead, "cache_read"}, {Step::CacheWrite, "cache_write"}, {Step::RFactor, "rfactor"},
+    {Step::Pack, "pack"},
 };
 
 const char* kind_name(Step::Kind k) {
@@ -47,6 +48,7 @@ json to_j(const Step& s) {
     case Step::StorageAlign: j.push_back(s.axes.at(0)), j.push_back(s.ints.at(0)), j.push_back(s.ints.at(1)); break;
     case Step::CacheRead: j.push_back(s.str), j.push_back(s.stages); break;
     case Step::CacheWrite: j.push_back(s.str); break;
+    case Step::Pack: j.push_back(s.stages), j.push_back(s.ints.at(0)), j.push_back(s.ints.at(1)); break;
   }
   return j;
 }
@@ -105,6 +107,7 @@ Step from_j(const json& j) {
     case Step::StorageAlign: need(5), s.axes = {str(2)}, s.ints = {num(3), num(4)}; break;
     case Step::CacheRead: need(4), s.str = str(2), s.stages = strs(3); break;
     case Step::CacheWrite: need(3), s.str = str(2); break;
+    case Step::Pack: need(5), s.stages = strs(2), s.ints = {num(3), num(4)}; break;
   }
   return s;
 }
@@ -156,6 +159,12 @@ std::string Step::to_cpp(const std::string& v) const {
       std::string readers = "{";
       for (size_t i = 0; i < stages.size(); ++i) readers += (i ? ", " : "") + v + ".tensor(" + quote(stages[i]) + ")";
       return v + ".cache_read(" + v + ".tensor(" + quote(stage) + "), " + quote(str) + ", " + readers + "});";
+    }
+    case Pack: {
+      std::string readers = "{";
+      for (size_t i = 0; i < stages.size(); ++i) readers += (i ? ", " : "") + v + ".tensor(" + quote(stages[i]) + ")";
+      return v + ".pack(" + v + ".tensor(" + quote(stage) + "), " + readers + "}, " + std::to_string(ints[0]) + ", " +
+             std::to_string(ints[1]) + ");";
     }
     case CacheWrite: return v + ".cache_write(" + v + ".tensor(" + quote(stage) + "), " + quote(str) + ");";
     case RFactor: return v + ".rfactor(" + v + ".tensor(" + quote(stage) + "), " + quote(axes[0]) + ");";
