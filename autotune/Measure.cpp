@@ -216,12 +216,6 @@ Measurer::Measurer(const Workload& w, const TuneOptions& opts) : w_(w), opts_(op
     args.push_back(reference_.back());
   }
   ref(args);
-  std::vector<Buffer> scratch = inputs_;
-  for (size_t i = n_in; i < w.args.size(); ++i) scratch.emplace_back(w.args[i].shape(), w.args[i].dtype());
-  auto costs = time_module(ref, scratch, opts_.repeat, opts_.number, opts_.min_repeat_ms);
-  double s = 0;
-  for (double c : costs) s += c;
-  default_seconds_ = s / double(costs.size());
 }
 
 std::vector<MeasureResult> Measurer::measure(const std::vector<std::vector<Step>>& cands,

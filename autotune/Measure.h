@@ -22,20 +22,19 @@ struct MeasureResult {
 
 class Measurer {
  public:
-  // Builds the default schedule and computes the reference outputs (in this process).
+  // Builds the default schedule and computes the reference outputs (in this process). The
+  // default is timed like any candidate, in a worker: see the tuner.
   Measurer(const Workload& w, const TuneOptions& opts);
   // `indices` number the candidates within the run (for the planted-fault test hooks).
   // A candidate whose first run is over 10x slower than `best_known` seconds is timed by
   // that run alone: a precise time of a hopeless program is not worth seconds of budget.
   std::vector<MeasureResult> measure(const std::vector<std::vector<Step>>& candidates,
                                      const std::vector<int>& indices, double best_known = 0);
-  double default_seconds() const { return default_seconds_; }
 
  private:
   const Workload& w_;
   TuneOptions opts_;
   std::vector<Buffer> inputs_, reference_;
-  double default_seconds_ = 0;
 };
 
 // Times a built module: warm-up, then `repeat` means of `number` runs (number grows until

@@ -22,6 +22,9 @@ enum class ErrorCode : int {
 };
 const char* error_name(ErrorCode e);
 
+// The message of the record of a workload's default schedule (it has no decisions).
+constexpr const char* kDefaultScheduleMessage = "default schedule";
+
 struct Record {
   std::string workload_key, workload_hash, op, dtype, layout;
   std::map<std::string, int64_t> shape;

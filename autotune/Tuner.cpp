@@ -14,6 +14,7 @@
 #include "autotune/Records.h"
 #include "autotune/SearchSpace.h"
 #include "passes/Lower.h"
+#include "tessel/ops.h"
 
 namespace tessel::autotune {
 namespace {
@@ -87,8 +88,9 @@ class Tuner {
     while (trials_ < budget) {
       TaskState* t = pick_task();
       if (!t) break;  // every task's space is exhausted
+      ensure_measurer(*t);  // the default schedule is the task's first measurement
       int n = std::min(opts_.per_round, budget - trials_);
-      round(*t, n);
+      if (n > 0) round(*t, n);
     }
     for (auto& t : tasks_) remeasure_best(*t);
     if (!opts_.cost_model_out.empty() && model_.trained()) model_.save(opts_.cost_model_out);
@@ -100,7 +102,6 @@ class Tuner {
  private:
   // ---- one round ----
   void round(TaskState& t, int n) {
-    ensure_measurer(t);
     std::vector<Candidate> cands = propose(t, n);
     if (cands.empty()) {
       t.dead = true;
@@ -281,11 +282,29 @@ class Tuner {
     return pick;
   }
 
+  // The default schedule is measured first, in a worker like every candidate (timings in
+  // this process would not be comparable), and logged: the speed-up is over it, and a
+  // lookup never returns a schedule slower than the default.
   void ensure_measurer(TaskState& t) {
     if (t.measurer) return;
     t.measurer = std::make_unique<Measurer>(t.w, opts_);
-    t.result.default_seconds = t.measurer->default_seconds();
-    t.result.default_gflops = t.w.flops > 0 ? t.w.flops / t.result.default_seconds / 1e9 : 0;
+    Candidate c;
+    c.steps = ops::default_schedule(t.w.outputs).steps();
+    c.key = steps_to_json(c.steps);
+    auto known = std::find_if(t.measured.begin(), t.measured.end(), [&](auto& m) { return m.cand.key == c.key; });
+    double s = INFINITY;
+    if (known != t.measured.end()) {
+      s = known->seconds;
+    } else {
+      MeasureResult r = t.measurer->measure({c.steps}, {-1})[0];
+      if (r.error == ErrorCode::None) r.message = kDefaultScheduleMessage;
+      record(t, c, r);
+      s = t.measured.back().seconds;
+    }
+    if (std::isfinite(s)) {
+      t.result.default_seconds = s;
+      t.result.default_gflops = t.w.flops > 0 ? t.w.flops / s / 1e9 : 0;
+    }
   }
 
   // The best few are measured again: a single lucky timing should not win.

@@ -311,6 +311,12 @@ TEST(Autotune, ManyTasksShareOneBudget) {
   EXPECT_EQ(res[0].trials + res[1].trials, 16);
   EXPECT_GE(res[0].trials, 4);
   EXPECT_GE(res[1].trials, 4);
+  // Each task's first record is its default schedule, timed in a worker like the rest.
+  std::map<std::string, int> defaults;
+  for (auto& r : read_log(o.log)) defaults[r.workload_key] += r.message == kDefaultScheduleMessage;
+  EXPECT_EQ(defaults[a.key()], 1);
+  EXPECT_EQ(defaults[b.key()], 1);
+  for (auto& r : res) EXPECT_GT(r.default_gflops, 0) << r.key;
   // keep_best leaves one record per workload.
   std::string best = tmp("tasks_best.json");
   EXPECT_EQ(keep_best(o.log, best), 2);
