@@ -27,8 +27,8 @@ class Tracer {
   }
 
   // n factors (outer to inner) whose product is at most `extent`; innermost <= max_inner.
-  // `prefer_inner` (a vector width) is drawn as the innermost factor half of the time when
-  // it divides the extent: a full vector is the usual best choice for the vector loop.
+  // `prefer_inner` (a vector width) is drawn as the innermost factor 3 times in 4 when it
+  // divides the extent: a full vector is the usual best choice for the vector loop.
   std::vector<int64_t> tile(int64_t extent, int n, int64_t max_inner, int64_t prefer_inner = 0) {
     Decision d{Decision::Tile, extent, max_inner, {}};
     const Decision* r = next();
@@ -37,7 +37,7 @@ class Tracer {
     } else {
       d.value = sample_tile(extent, n, max_inner, rng_);
       if (prefer_inner > 1 && extent % prefer_inner == 0 && prefer_inner <= max_inner &&
-          std::uniform_int_distribution<int>(0, 1)(rng_)) {
+          std::uniform_int_distribution<int>(0, 3)(rng_) > 0) {
         d.value = sample_tile(extent / prefer_inner, n - 1, extent, rng_);
         d.value.push_back(prefer_inner);
       }
@@ -45,6 +45,12 @@ class Tracer {
     out.push_back(d);
     return d.value;
   }
+
+  // Whether decisions come from a replay (then they are kept as they are, never redrawn).
+  bool replaying() const { return replay_ && pos_ < replay_->size(); }
+  // Drops the decisions drawn since `mark` (a rejected fresh draw).
+  void rewind(size_t mark) { out.resize(mark); }
+  double unit() { return std::uniform_real_distribution<double>(0, 1)(rng_); }
 
   static bool fits(const std::vector<int64_t>& f, int64_t extent, int64_t max_inner) {
     int64_t p = 1;
@@ -331,9 +337,21 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
     const OperationNode* op = keep.get();
     std::vector<std::vector<int64_t>> sf, rf;
     std::vector<std::vector<std::string>> sl, rl;
-    for (size_t d = 0; d < op->axis.size(); ++d) {
-      bool last = d + 1 == op->axis.size();
-      sf.push_back(tr.tile(op->axis[d].extent(), 3, last ? 2 * lanes : 16, last ? lanes : 0));
+    // The innermost level (S3) of all spatial axes is the block of accumulators that the
+    // reduction loops R1 wrap: fresh draws mostly keep it within the 32 vector registers
+    // and at 4 or more (independent FMAs to hide their latency); mutations may leave it.
+    size_t mark = tr.out.size();
+    for (int attempt = 0;; ++attempt) {
+      bool fresh = !tr.replaying();
+      sf.clear();
+      for (size_t d = 0; d < op->axis.size(); ++d) {
+        bool last = d + 1 == op->axis.size();
+        sf.push_back(tr.tile(op->axis[d].extent(), 3, last ? 2 * lanes : 16, last ? lanes : 0));
+      }
+      int64_t regs = (sf.back()[2] + lanes - 1) / lanes;
+      for (size_t d = 0; d + 1 < sf.size(); ++d) regs *= sf[d][2];
+      if (!fresh || attempt == 20 || (regs >= 4 && regs <= 32) || tr.unit() < 0.1) break;
+      tr.rewind(mark);
     }
     for (auto& iv : op->reduce_axis) rf.push_back(tr.tile(iv.extent(), 1, 64));
     // Inputs read along the vector axis with a long row stride: copy them into blocks of
