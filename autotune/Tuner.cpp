@@ -54,9 +54,12 @@ const std::vector<float>& features_of(TaskState& t, const Candidate& c) {
   return t.features.emplace(c.key, std::move(f)).first->second;
 }
 
-double best_seconds(const TaskState& t) {
+// Best time measured for the task; `searched` leaves out the default schedule (the only
+// record without decisions), which is what the search itself found.
+double best_seconds(const TaskState& t, bool searched = false) {
   double b = INFINITY;
-  for (auto& m : t.measured) b = std::min(b, m.seconds);
+  for (auto& m : t.measured)
+    if (!searched || !m.cand.decisions.empty()) b = std::min(b, m.seconds);
   return b;
 }
 
@@ -117,7 +120,8 @@ class Tuner {
     bool improved = t.best_history.empty() || best < t.best_history.back() * 0.999;
     t.stale_rounds = improved ? 0 : t.stale_rounds + 1;
     t.best_history.push_back(best);
-    t.result.curve.emplace_back(t.result.trials, std::isfinite(best) && t.w.flops > 0 ? t.w.flops / best / 1e9 : 0);
+    double found = best_seconds(t, true);
+    t.result.curve.emplace_back(t.result.trials, std::isfinite(found) && t.w.flops > 0 ? t.w.flops / found / 1e9 : 0);
     retrain();
     report(t);
   }

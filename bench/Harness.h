@@ -1,6 +1,7 @@
 #pragma once
 // Timing and reporting shared by the benchmarks: median of repeated runs after a warm-up,
-// one JSON object per line, and ratios between implementations of the same case.
+// interleaved rounds across implementations, one JSON object per line, and ratios between
+// implementations of the same case.
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,6 +46,20 @@ inline double time_median(const std::function<void()>& fn, int min_runs = 5, dou
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// Seconds of each of several implementations of one case, timed in interleaved rounds
+// (a b c, a b c, ...), each keeping its best round median: a slow spell of a shared
+// machine then costs every implementation a round instead of biasing whichever ran in it.
+using Impls = std::vector<std::pair<std::string, std::function<void()>>>;
+inline std::map<std::string, double> time_interleaved(const Impls& impls, int rounds = 3) {
+  std::map<std::string, double> best;
+  for (int r = 0; r < rounds; ++r)
+    for (auto& [name, fn] : impls) {
+      double s = time_median(fn, 5, 0.1);
+      if (!best.count(name) || s < best[name]) best[name] = s;
+    }
+  return best;
 }
 
 class Report {

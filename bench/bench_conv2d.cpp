@@ -83,18 +83,19 @@ int main(int argc, char** argv) {
       set_num_threads(t);
       openblas_set_num_threads(t);
       omp_set_num_threads(t);
-      report.add(shape, "tessel-default", t, flops / bench::time_median([&] { m(x, w, y); }) / 1e9);
       // oneDNN plans its work for the thread count current when the primitive is made.
       auto pd = dnnl::convolution_forward::primitive_desc(desc, eng);
       dnnl::memory dsrc(pd.src_desc(), eng), dwei(pd.weights_desc(), eng), ddst(pd.dst_desc(), eng);
       std::fill_n(static_cast<float*>(dsrc.get_data_handle()), pd.src_desc().get_size() / 4, 0.5f);
       std::fill_n(static_cast<float*>(dwei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
       dnnl::convolution_forward conv(pd);
-      report.add(shape, "onednn", t, flops / bench::time_median([&] {
-        conv.execute(strm, {{DNNL_ARG_SRC, dsrc}, {DNNL_ARG_WEIGHTS, dwei}, {DNNL_ARG_DST, ddst}});
-        strm.wait();
-      }) / 1e9);
-      report.add(shape, "im2col-openblas", t, flops / bench::time_median(im2col_gemm) / 1e9);
+      bench::Impls impls = {{"tessel-default", [&] { m(x, w, y); }},
+                            {"onednn", [&] {
+                               conv.execute(strm, {{DNNL_ARG_SRC, dsrc}, {DNNL_ARG_WEIGHTS, dwei}, {DNNL_ARG_DST, ddst}});
+                               strm.wait();
+                             }},
+                            {"im2col-openblas", im2col_gemm}};
+      for (auto& [impl, sec] : bench::time_interleaved(impls)) report.add(shape, impl, t, flops / sec / 1e9);
     }
   }
   report.ratio("tessel-default", "onednn");

@@ -41,12 +41,14 @@ int main(int argc, char** argv) {
       openblas_set_num_threads(t);
       omp_set_num_threads(t);
       Eigen::setNbThreads(t);
-      report.add(shape, "tessel-hand", t, flops / bench::time_median([&] { m(a, b, c); }) / 1e9);
-      report.add(shape, "openblas", t, flops / bench::time_median([&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(n), int(n), 1.f, a.data<float>(), int(n),
-                    b.data<float>(), int(n), 0.f, c.data<float>(), int(n));
-      }) / 1e9);
-      report.add(shape, "eigen", t, flops / bench::time_median([&] { ec.noalias() = ea * eb; }) / 1e9);
+      bench::Impls impls = {
+          {"tessel-hand", [&] { m(a, b, c); }},
+          {"openblas", [&] {
+             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(n), int(n), 1.f, a.data<float>(),
+                         int(n), b.data<float>(), int(n), 0.f, c.data<float>(), int(n));
+           }},
+          {"eigen", [&] { ec.noalias() = ea * eb; }}};
+      for (auto& [impl, sec] : bench::time_interleaved(impls)) report.add(shape, impl, t, flops / sec / 1e9);
     }
   }
   report.ratio("tessel-hand", "openblas");

@@ -25,10 +25,17 @@ std::vector<Buffer> make_args(const Workload& w) {
   }
   return args;
 }
-double seconds(const Module& m, const std::vector<Buffer>& args) {
+std::function<void()> runner(const Module& m, const std::vector<Buffer>& args) {
   std::vector<void*> p;
   for (auto& b : args) p.push_back(b.raw());
-  return bench::time_median([&] { m.call_raw(p.data()); });
+  return [&m, p]() mutable { m.call_raw(p.data()); };
+}
+// "search" when the log's best is a schedule the search found, "default" when nothing it
+// found beat the default schedule (the tuner logs that too), "none" without a record.
+std::string source(const std::string& log, const Workload& w) {
+  auto best = best_schedule(log, w);
+  if (!best) return "none";
+  return steps_to_json(best->steps) == steps_to_json(ops::default_schedule(w.outputs).steps()) ? "default" : "search";
 }
 }  // namespace
 
@@ -41,22 +48,27 @@ int main(int argc, char** argv) {
   for (int64_t n : {512, 1024, 2048}) {
     Workload w = make_workload("matmul", {{"M", n}, {"N", n}, {"K", n}});
     std::string shape = std::to_string(n) + "x" + std::to_string(n) + "x" + std::to_string(n);
+    std::string log = dir + "/gemm_" + std::to_string(n) + ".json";
     bool found = false;
-    Module tuned = build_best(dir + "/gemm_" + std::to_string(n) + ".json", w, Target::host(), &found);
+    Module tuned = build_best(log, w, Target::host(), &found);
     Module dflt = build(ops::default_schedule(w.outputs), w.args);
     auto args = make_args(w);
+    std::string from = ", \"tuned_from\": \"" + source(log, w) + "\"";
+    float* a = args[0].data<float>();
+    float* b = args[1].data<float>();
+    float* c = args[2].data<float>();
+    int in = int(n);
     for (int t : {1, 2}) {
       set_num_threads(t);
       openblas_set_num_threads(t);
-      if (found) gemm.add(shape, "tessel-tuned", t, w.flops / seconds(tuned, args) / 1e9);
-      gemm.add(shape, "tessel-default", t, w.flops / seconds(dflt, args) / 1e9);
-      float* a = args[0].data<float>();
-      float* b = args[1].data<float>();
-      float* c = args[2].data<float>();
-      int in = int(n);
-      gemm.add(shape, "openblas", t, w.flops / bench::time_median([&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, in, in, in, 1.f, a, in, b, in, 0.f, c, in);
-      }) / 1e9);
+      bench::Impls impls = {{"tessel-default", runner(dflt, args)},
+                            {"openblas", [=] {
+                               cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, in, in, in, 1.f, a, in, b, in,
+                                           0.f, c, in);
+                             }}};
+      if (found) impls.insert(impls.begin(), {"tessel-tuned", runner(tuned, args)});
+      for (auto& [impl, sec] : bench::time_interleaved(impls))
+        gemm.add(shape, impl, t, w.flops / sec / 1e9, impl == "tessel-tuned" ? from : "");
     }
   }
   gemm.ratio("tessel-tuned", "openblas");
@@ -77,10 +89,12 @@ int main(int argc, char** argv) {
                         std::to_string(s["W"]) + ",K=" + std::to_string(s["K"]) + ",R=" + std::to_string(s["R"]) +
                         ",S=" + std::to_string(s["S"]) + ",stride=" + std::to_string(s["stride"]) +
                         ",pad=" + std::to_string(s["pad"]);
+    std::string log = dir + "/resnet50_conv2d.json";
     bool found = false;
-    Module tuned = build_best(dir + "/resnet50_conv2d.json", w, Target::host(), &found);
+    Module tuned = build_best(log, w, Target::host(), &found);
     Module dflt = build(ops::default_schedule(w.outputs), w.args);
     auto args = make_args(w);
+    std::string from = ", \"tuned_from\": \"" + source(log, w) + "\"";
     int64_t OH = (s["H"] + 2 * s["pad"] - s["R"]) / s["stride"] + 1;
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
@@ -93,17 +107,19 @@ int main(int argc, char** argv) {
     for (int t : {1, 2}) {
       set_num_threads(t);
       omp_set_num_threads(t);
-      if (found) conv.add(shape, "tessel-tuned", t, w.flops / seconds(tuned, args) / 1e9);
-      conv.add(shape, "tessel-default", t, w.flops / seconds(dflt, args) / 1e9);
+      // oneDNN plans its work for the thread count current when the primitive is made.
       auto pd = dnnl::convolution_forward::primitive_desc(desc, eng);
       dnnl::memory src(pd.src_desc(), eng), wei(pd.weights_desc(), eng), dst(pd.dst_desc(), eng);
       std::fill_n(static_cast<float*>(src.get_data_handle()), pd.src_desc().get_size() / 4, 0.5f);
       std::fill_n(static_cast<float*>(wei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
       dnnl::convolution_forward prim(pd);
-      conv.add(shape, "onednn", t, w.flops / bench::time_median([&] {
-        prim.execute(strm, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
-        strm.wait();
-      }) / 1e9);
+      bench::Impls impls = {{"tessel-default", runner(dflt, args)}, {"onednn", [&] {
+                               prim.execute(strm, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+                               strm.wait();
+                             }}};
+      if (found) impls.insert(impls.begin(), {"tessel-tuned", runner(tuned, args)});
+      for (auto& [impl, sec] : bench::time_interleaved(impls))
+        conv.add(shape, impl, t, w.flops / sec / 1e9, impl == "tessel-tuned" ? from : "");
     }
   }
   conv.ratio("tessel-tuned", "onednn");

@@ -32,12 +32,6 @@ bool is_epilogue(Schedule& s, const std::string& out, const std::string& acc) {
   return o->tag == "elemwise" || o->tag == "broadcast" ? o->shape == op_of(s, acc)->shape : false;
 }
 
-// Parallel over the fused outer axes `outer`, vectorized innermost axis `vec`.
-void parallel_vectorize(Stage st, std::vector<Axis> outer) {
-  if (outer.size() > 1) outer = {st.fuse(outer)};
-  if (!outer.empty()) st.parallel(outer[0]);
-}
-
 // Root element-wise/injective stage: all axes fused, vector inner, parallel outer.
 void schedule_injective(Schedule& s, const std::string& name) {
   Stage st = s[name];

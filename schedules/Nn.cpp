@@ -56,12 +56,7 @@ Tensor max_pool2d(const Tensor& X, const Pool2dParams& p, const std::string& nam
 Tensor avg_pool2d(const Tensor& X, const Pool2dParams& p, const std::string& name) { return pool(X, p, false, name); }
 
 namespace {
-// Splits a shape into (all but last, last) and builds index lists.
-std::vector<Expr> with_last(const std::vector<Var>& v, Expr last) {
-  std::vector<Expr> idx(v.begin(), v.end() - 1);
-  idx.push_back(last);
-  return idx;
-}
+// Index lists and shapes without the last (row) dimension.
 std::vector<Expr> outer(const std::vector<Var>& v) { return std::vector<Expr>(v.begin(), v.end() - 1); }
 std::vector<int64_t> outer_shape(const Tensor& X) {
   std::vector<int64_t> s = X.shape();

@@ -266,6 +266,28 @@ TEST(Autotune, CorruptLinesAreSkippedWithTheirLineNumber) {
             std::string::npos) << warnings[1];
 }
 
+TEST(Autotune, LookupCountsAProgramAtItsSlowestMeasurement) {
+  // Program P ran once at 1 ms and, re-measured, at 3 ms; Q ran at 2 ms. Q is the best.
+  Workload w = make_workload("matmul", parse_shape("M=8,N=8,K=8"));
+  Record p = make_record(w, Target::host()), q = p;
+  p.steps = {Step{Step::Split, "C", {"i"}, {4}, "", {}}};
+  q.steps = {Step{Step::Split, "C", {"j"}, {4}, "", {}}};
+  std::string path = tmp("slowest.json");
+  {
+    LogWriter log(path);
+    for (double c : {1e-3, 3e-3}) p.costs = {c}, log.append(p);
+    q.costs = {2e-3};
+    log.append(q);
+  }
+  auto best = best_schedule(path, w);
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(steps_to_json(best->steps), steps_to_json(q.steps));
+  EXPECT_DOUBLE_EQ(best->seconds, 2e-3);
+  std::string kept = tmp("slowest_best.json");
+  EXPECT_EQ(keep_best(path, kept), 1);
+  EXPECT_EQ(steps_to_json(read_log(kept).at(0).steps), steps_to_json(q.steps));
+}
+
 TEST(Autotune, LookupRoundTripsThroughAFileInANewProcess) {
   Workload w = make_workload("matmul", parse_shape("M=40,N=24,K=16"));
   TuneOptions o = small(8);

@@ -92,7 +92,8 @@ struct TaskResult {
   double best_seconds = 0, best_gflops = 0;
   double default_seconds = 0, default_gflops = 0;
   std::vector<Step> best_steps;
-  std::vector<std::pair<int, double>> curve;  // (trials so far, best GFLOP/s) after each round
+  // (trials so far, best GFLOP/s the search found, the default schedule left out) per round
+  std::vector<std::pair<int, double>> curve;
 };
 
 TaskResult tune(const Workload& w, const TuneOptions& opts);
@@ -104,7 +105,9 @@ std::vector<TaskResult> tune_tasks(const std::vector<Workload>& tasks, const std
 // ---- deploy time ----
 
 struct Record;
-// The best valid record for this workload and target in a log (none: nullopt).
+// The best valid record for this workload and target in a log (none: nullopt). A program
+// measured several times counts at its slowest measurement. The default schedule is in
+// the log too (the tuner measures it first), so the best is never slower than it.
 struct BestSchedule {
   std::vector<Step> steps;
   double seconds = 0;
