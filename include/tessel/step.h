@@ -25,7 +25,7 @@ struct Step {
     ComputeAt, ComputeInline, ComputeRoot, StorageAlign, CacheRead, CacheWrite, RFactor, Pack
   };
   Kind kind = Split;
-  std::string stage;              // the stage acted on (the tensor read, for cache_read)
+  std::string stage;              // the stage acted on (the tensor read, for cache_read and pack)
   std::vector<std::string> axes;  // axes named by the step, in order
   std::vector<int64_t> ints;      // factor / nparts / pragma value / align factor+offset / pack dim+block
   std::string str;                // parent stage, thread tag, pragma key or scope
