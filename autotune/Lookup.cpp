@@ -1,5 +1,6 @@
 // Deploy-time use of a tuning log: the best record of a workload on a target, the kernel
 // built from it, and log maintenance (merge, keep the best).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -10,21 +11,35 @@
 namespace tessel::autotune {
 
 namespace {
-// A program measured more than once (the tuner re-measures its best few) counts at its
-// slowest measurement: what it reliably does, not its luckiest run. Returns, per
-// (workload, target), the record holding the best program's slowest measurement.
+// The best record per (workload, target). When the tuner finished, its finalists have
+// "re-measured" records and only they compete, each at the median of those: the search's
+// single timings rank candidates, the finals choose. A log without finals (an interrupted
+// run) counts each program at its slowest measurement, not its luckiest.
 std::map<std::pair<std::string, std::string>, Record> best_records(const std::vector<Record>& recs) {
-  std::map<std::string, const Record*> slowest;  // by workload, target and steps
+  struct Program {
+    const Record* slowest = nullptr;
+    std::vector<double> finals;
+  };
+  std::map<std::pair<std::string, std::string>, std::map<std::string, Program>> programs;
   for (const Record& r : recs) {
     if (!r.ok()) continue;
-    const Record*& s = slowest[r.workload_key + "|" + r.target_key + "|" + steps_to_json(r.steps)];
-    if (!s || r.mean_cost() > s->mean_cost()) s = &r;
+    Program& p = programs[{r.workload_key, r.target_key}][steps_to_json(r.steps)];
+    if (!p.slowest || r.mean_cost() > p.slowest->mean_cost()) p.slowest = &r;
+    if (r.message == kRemeasuredMessage) p.finals.push_back(r.mean_cost());
   }
   std::map<std::pair<std::string, std::string>, Record> best;
-  for (auto& [k, r] : slowest) {
-    auto key = std::make_pair(r->workload_key, r->target_key);
-    auto it = best.find(key);
-    if (it == best.end() || r->mean_cost() < it->second.mean_cost()) best[key] = *r;
+  for (auto& [key, progs] : programs) {
+    bool finals = std::any_of(progs.begin(), progs.end(), [](auto& p) { return !p.second.finals.empty(); });
+    double best_cost = INFINITY;
+    for (auto& [steps, p] : progs) {
+      if (finals && p.finals.empty()) continue;
+      double c = finals ? median(p.finals) : p.slowest->mean_cost();
+      if (c >= best_cost) continue;
+      best_cost = c;
+      Record r = *p.slowest;
+      r.costs = {c};  // the cost the choice was made on
+      best[key] = r;
+    }
   }
   return best;
 }

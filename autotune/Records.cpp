@@ -1,5 +1,7 @@
 #include "autotune/Records.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <ctime>
 #include <fstream>
@@ -22,6 +24,12 @@ const char* error_name(ErrorCode e) {
     case ErrorCode::Unknown: return "unknown";
   }
   return "unknown";
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 double Record::mean_cost() const {

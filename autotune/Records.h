@@ -24,6 +24,10 @@ const char* error_name(ErrorCode e);
 
 // The message of the record of a workload's default schedule (it has no decisions).
 constexpr const char* kDefaultScheduleMessage = "default schedule";
+// The message of the records of the finals (the best few and the default measured again).
+constexpr const char* kRemeasuredMessage = "re-measured";
+// The median of a non-empty list.
+double median(std::vector<double> v);
 
 struct Record {
   std::string workload_key, workload_hash, op, dtype, layout;

@@ -56,6 +56,8 @@ const std::vector<float>& features_of(TaskState& t, const Candidate& c) {
 
 // Best time measured for the task; `searched` leaves out the default schedule (the only
 // record without decisions), which is what the search itself found.
+constexpr int kFinalRounds = 3;
+
 double best_seconds(const TaskState& t, bool searched = false) {
   double b = INFINITY;
   for (auto& m : t.measured)
@@ -311,35 +313,54 @@ class Tuner {
     }
   }
 
-  // The best few are measured again: a single lucky timing should not win.
+  // The finals: the best few programs the search found and the default schedule are
+  // measured again in kFinalRounds interleaved rounds, each time in fresh workers, and
+  // logged as "re-measured". A finalist's cost is the median of its rounds, and the
+  // best finalist is the result (the lookup chooses the same way): one lucky or unlucky
+  // timing on a noisy machine should neither win nor lose.
   void remeasure_best(TaskState& t) {
     if (opts_.remeasure_top <= 0 || t.measured.empty()) return;
     ensure_measurer(t);
-    std::vector<Measured*> ok;
-    for (auto& m : t.measured)
-      if (std::isfinite(m.seconds)) ok.push_back(&m);
-    std::sort(ok.begin(), ok.end(), [](auto* a, auto* b) { return a->seconds < b->seconds; });
-    ok.resize(std::min<size_t>(ok.size(), size_t(opts_.remeasure_top)));
-    if (ok.empty()) return;
+    std::vector<const Measured*> searched;
+    const Measured* dflt = nullptr;
+    for (auto& m : t.measured) {
+      if (!std::isfinite(m.seconds)) continue;
+      if (m.cand.decisions.empty()) dflt = &m;
+      else searched.push_back(&m);
+    }
+    std::sort(searched.begin(), searched.end(), [](auto* a, auto* b) { return a->seconds < b->seconds; });
+    searched.resize(std::min<size_t>(searched.size(), size_t(opts_.remeasure_top)));
+    std::vector<const Measured*> finalists = searched;
+    if (dflt) finalists.push_back(dflt);
+    if (finalists.empty()) return;
     std::vector<std::vector<Step>> steps;
-    std::vector<int> idx;
-    for (auto* m : ok) steps.push_back(m->cand.steps), idx.push_back(-1);
-    auto res = t.measurer->measure(steps, idx);
+    for (auto* m : finalists) steps.push_back(m->cand.steps);
+    std::vector<std::vector<double>> rounds(finalists.size());
+    for (int r = 0; r < kFinalRounds; ++r) {
+      auto res = t.measurer->measure(steps, std::vector<int>(steps.size(), -1));
+      for (size_t i = 0; i < finalists.size(); ++i) {
+        if (res[i].error != ErrorCode::None || res[i].costs.empty()) continue;
+        Record rec = make_record(t.w, target_);
+        rec.steps = finalists[i]->cand.steps;
+        rec.decisions = finalists[i]->cand.decisions;
+        rec.costs = res[i].costs;
+        rec.build_seconds = res[i].build_seconds;
+        rec.message = kRemeasuredMessage;
+        if (writer_) writer_->append(rec);
+        rounds[i].push_back(rec.mean_cost());
+      }
+    }
     t.result.best_seconds = 0;
-    for (size_t i = 0; i < ok.size(); ++i) {
-      if (res[i].error != ErrorCode::None || res[i].costs.empty()) continue;
-      Record rec = make_record(t.w, target_);
-      rec.steps = ok[i]->cand.steps;
-      rec.decisions = ok[i]->cand.decisions;
-      rec.costs = res[i].costs;
-      rec.build_seconds = res[i].build_seconds;
-      rec.message = "re-measured";
-      if (writer_) writer_->append(rec);
-      // Keep the slower of the two runs of a candidate: that is what it reliably does.
-      double s = std::max(ok[i]->seconds, rec.mean_cost());
+    for (size_t i = 0; i < finalists.size(); ++i) {
+      if (rounds[i].empty()) continue;
+      double s = median(rounds[i]);
+      if (finalists[i] == dflt) {
+        t.result.default_seconds = s;
+        t.result.default_gflops = t.w.flops > 0 ? t.w.flops / s / 1e9 : 0;
+      }
       if (t.result.best_seconds == 0 || s < t.result.best_seconds) {
         t.result.best_seconds = s;
-        t.result.best_steps = ok[i]->cand.steps;
+        t.result.best_steps = finalists[i]->cand.steps;
       }
     }
     if (t.result.best_seconds > 0 && t.w.flops > 0) t.result.best_gflops = t.w.flops / t.result.best_seconds / 1e9;

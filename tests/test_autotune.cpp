@@ -158,7 +158,7 @@ TEST(Autotune, CostModelRanksHeldOutCandidates) {
   std::vector<std::vector<float>> x;
   std::vector<double> cost;
   for (auto& r : recs) {
-    if (!r.ok() || r.message == "re-measured") continue;
+    if (!r.ok() || r.message == kRemeasuredMessage) continue;
     x.push_back(program_features(lower_program(Schedule::replay(w.outputs, r.steps), w.args, "k", {}).func.body));
     cost.push_back(r.mean_cost());
   }
@@ -240,7 +240,7 @@ TEST(Autotune, KillAndResumeLosesNothing) {
   // No candidate was measured twice (re-measurements of the best are marked as such).
   std::set<std::string> keys;
   for (auto& rec : after)
-    if (rec.message != "re-measured") EXPECT_TRUE(keys.insert(steps_to_json(rec.steps)).second);
+    if (rec.message != kRemeasuredMessage) EXPECT_TRUE(keys.insert(steps_to_json(rec.steps)).second);
   EXPECT_EQ(r.trials, 24);
   EXPECT_EQ(keys.size(), 24u);
 }
@@ -266,26 +266,39 @@ TEST(Autotune, CorruptLinesAreSkippedWithTheirLineNumber) {
             std::string::npos) << warnings[1];
 }
 
-TEST(Autotune, LookupCountsAProgramAtItsSlowestMeasurement) {
-  // Program P ran once at 1 ms and, re-measured, at 3 ms; Q ran at 2 ms. Q is the best.
+TEST(Autotune, LookupChoosesByTheFinalsElseBySlowestMeasurement) {
   Workload w = make_workload("matmul", parse_shape("M=8,N=8,K=8"));
-  Record p = make_record(w, Target::host()), q = p;
+  Record p = make_record(w, Target::host()), q = p, r = p;
   p.steps = {Step{Step::Split, "C", {"i"}, {4}, "", {}}};
   q.steps = {Step{Step::Split, "C", {"j"}, {4}, "", {}}};
-  std::string path = tmp("slowest.json");
-  {
+  r.steps = {Step{Step::Split, "C", {"k"}, {4}, "", {}}};
+  auto write = [&](const std::string& path, bool finals) {
     LogWriter log(path);
+    p.message = q.message = "";
+    // The search: P once at 1 ms and once at 3 ms, Q at 2 ms, R at 0.5 ms (a lucky timing).
     for (double c : {1e-3, 3e-3}) p.costs = {c}, log.append(p);
-    q.costs = {2e-3};
-    log.append(q);
-  }
-  auto best = best_schedule(path, w);
+    q.costs = {2e-3}, log.append(q);
+    r.costs = {0.5e-3}, log.append(r);
+    if (!finals) return;
+    // The finals (P and Q): medians 3 ms and 2.1 ms. R did not make them.
+    for (double c : {3e-3, 3.2e-3, 1e-3}) p.costs = {c}, p.message = kRemeasuredMessage, log.append(p);
+    for (double c : {2.1e-3, 2.0e-3, 2.2e-3}) q.costs = {c}, q.message = kRemeasuredMessage, log.append(q);
+  };
+  std::string with_finals = tmp("finals.json"), without = tmp("no_finals.json");
+  write(with_finals, true);
+  write(without, false);
+  auto best = best_schedule(with_finals, w);
   ASSERT_TRUE(best.has_value());
   EXPECT_EQ(steps_to_json(best->steps), steps_to_json(q.steps));
-  EXPECT_DOUBLE_EQ(best->seconds, 2e-3);
-  std::string kept = tmp("slowest_best.json");
-  EXPECT_EQ(keep_best(path, kept), 1);
+  EXPECT_DOUBLE_EQ(best->seconds, 2.1e-3);
+  std::string kept = tmp("finals_best.json");
+  EXPECT_EQ(keep_best(with_finals, kept), 1);
   EXPECT_EQ(steps_to_json(read_log(kept).at(0).steps), steps_to_json(q.steps));
+  // Without finals, each program counts at its slowest measurement: R (0.5 ms) wins, P
+  // (slowest 3 ms) would lose to Q.
+  best = best_schedule(without, w);
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(steps_to_json(best->steps), steps_to_json(r.steps));
 }
 
 TEST(Autotune, LookupRoundTripsThroughAFileInANewProcess) {

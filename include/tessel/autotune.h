@@ -80,7 +80,7 @@ struct TuneOptions {
   int population = 256;           // evolutionary search population
   int generations = 4;
   double eps_greedy = 0.1;        // share of each round drawn at random
-  int remeasure_top = 3;          // the best few are measured again at the end
+  int remeasure_top = 3;          // the finals: the best few (and the default) measured again
   std::function<void(const Progress&)> on_progress;
   // Test hooks: a candidate (by index in the run) that crashes or hangs in its worker.
   int plant_crash_at = -1, plant_hang_at = -1;
@@ -105,9 +105,10 @@ std::vector<TaskResult> tune_tasks(const std::vector<Workload>& tasks, const std
 // ---- deploy time ----
 
 struct Record;
-// The best valid record for this workload and target in a log (none: nullopt). A program
-// measured several times counts at its slowest measurement. The default schedule is in
-// the log too (the tuner measures it first), so the best is never slower than it.
+// The best valid record for this workload and target in a log (none: nullopt). The tuner
+// ends with finals: its best few and the default schedule measured again in rounds; the
+// finalist with the best median wins, so the result is never (reliably) slower than the
+// default. A log without finals counts each program at its slowest measurement.
 struct BestSchedule {
   std::vector<Step> steps;
   double seconds = 0;
