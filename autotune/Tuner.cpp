@@ -122,8 +122,10 @@ class Tuner {
     bool improved = t.best_history.empty() || best < t.best_history.back() * 0.999;
     t.stale_rounds = improved ? 0 : t.stale_rounds + 1;
     t.best_history.push_back(best);
+    // The search's own progress: its trials (not the default's measurement) and its best.
     double found = best_seconds(t, true);
-    t.result.curve.emplace_back(t.result.trials, std::isfinite(found) && t.w.flops > 0 ? t.w.flops / found / 1e9 : 0);
+    int searched = int(std::count_if(t.measured.begin(), t.measured.end(), [](auto& m) { return !m.cand.decisions.empty(); }));
+    t.result.curve.emplace_back(searched, std::isfinite(found) && t.w.flops > 0 ? t.w.flops / found / 1e9 : 0);
     retrain();
     report(t);
   }

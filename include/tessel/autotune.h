@@ -92,7 +92,8 @@ struct TaskResult {
   double best_seconds = 0, best_gflops = 0;
   double default_seconds = 0, default_gflops = 0;
   std::vector<Step> best_steps;
-  // (trials so far, best GFLOP/s the search found, the default schedule left out) per round
+  // After each round: (trials of the search so far, best GFLOP/s it found); the default
+  // schedule's measurement is left out of both.
   std::vector<std::pair<int, double>> curve;
 };
 
