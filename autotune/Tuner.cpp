@@ -54,10 +54,10 @@ const std::vector<float>& features_of(TaskState& t, const Candidate& c) {
   return t.features.emplace(c.key, std::move(f)).first->second;
 }
 
+constexpr int kFinalRounds = 3;  // rounds of the finals (see remeasure_best)
+
 // Best time measured for the task; `searched` leaves out the default schedule (the only
 // record without decisions), which is what the search itself found.
-constexpr int kFinalRounds = 3;
-
 double best_seconds(const TaskState& t, bool searched = false) {
   double b = INFINITY;
   for (auto& m : t.measured)
@@ -194,7 +194,8 @@ class Tuner {
   }
 
   // ---- records ----
-  void record(TaskState& t, const Candidate& c, const MeasureResult& r) {
+  // A measurement as a log record, appended to the log.
+  Record log_record(const TaskState& t, const Candidate& c, const MeasureResult& r) {
     Record rec = make_record(t.w, target_);
     rec.steps = c.steps;
     rec.decisions = c.decisions;
@@ -203,6 +204,11 @@ class Tuner {
     rec.message = r.message;
     rec.build_seconds = r.build_seconds;
     if (writer_) writer_->append(rec);
+    return rec;
+  }
+
+  void record(TaskState& t, const Candidate& c, const MeasureResult& r) {
+    Record rec = log_record(t, c, r);
     add_measured(t, c, rec);
     ++trials_;
     ++t.result.trials;
@@ -342,14 +348,8 @@ class Tuner {
       auto res = t.measurer->measure(steps, std::vector<int>(steps.size(), -1));
       for (size_t i = 0; i < finalists.size(); ++i) {
         if (res[i].error != ErrorCode::None || res[i].costs.empty()) continue;
-        Record rec = make_record(t.w, target_);
-        rec.steps = finalists[i]->cand.steps;
-        rec.decisions = finalists[i]->cand.decisions;
-        rec.costs = res[i].costs;
-        rec.build_seconds = res[i].build_seconds;
-        rec.message = kRemeasuredMessage;
-        if (writer_) writer_->append(rec);
-        rounds[i].push_back(rec.mean_cost());
+        res[i].message = kRemeasuredMessage;
+        rounds[i].push_back(log_record(t, finalists[i]->cand, res[i]).mean_cost());
       }
     }
     t.result.best_seconds = 0;
