@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -40,18 +41,20 @@ struct TaskState {
   int stale_rounds = 0;
 };
 
-// Features of a candidate's lowered program; empty if it does not lower.
+// Features of a schedule's lowered program; empty if it does not lower.
+std::vector<float> program_features_of(const Workload& w, const std::vector<Step>& steps) {
+  try {
+    Schedule s = Schedule::replay(w.outputs, steps);
+    return program_features(lower_program(s, w.args, "k", {}).func.body);
+  } catch (const Error&) {
+    return {};  // a candidate that does not lower scores nothing; measuring it would fail the same way
+  }
+}
+
 const std::vector<float>& features_of(TaskState& t, const Candidate& c) {
   auto it = t.features.find(c.key);
   if (it != t.features.end()) return it->second;
-  std::vector<float> f;
-  try {
-    Schedule s = Schedule::replay(t.w.outputs, c.steps);
-    f = program_features(lower_program(s, t.w.args, "k", {}).func.body);
-  } catch (const Error&) {
-    // A candidate that does not lower scores nothing; measuring it would fail the same way.
-  }
-  return t.features.emplace(c.key, std::move(f)).first->second;
+  return t.features.emplace(c.key, program_features_of(t.w, c.steps)).first->second;
 }
 
 constexpr int kFinalRounds = 3;  // rounds of the finals (see remeasure_best)
@@ -84,6 +87,7 @@ class Tuner {
     }
     if (!o.cost_model_in.empty()) model_.load(o.cost_model_in);
     if (o.resume && !o.log.empty()) load_log();
+    if (!o.history.empty() && o.use_cost_model) load_history();
     if (!o.log.empty()) writer_ = std::make_unique<LogWriter>(o.log);
   }
 
@@ -253,11 +257,49 @@ class Tuner {
     }
   }
 
-  // Labels: each task's best cost over the candidate's cost (errors score 0).
+  // Records of other workloads on this target become training data of the cost model from
+  // the first round on (TVM's load_history): what was learnt tuning similar operators on
+  // this machine ranks a new operator's first candidates. Records of the workloads being
+  // tuned are left to --resume, which also keeps them from being measured again.
+  void load_history() {
+    std::set<std::string> tuned;
+    for (auto& t : tasks_) tuned.insert(t->w.key());
+    std::map<std::string, std::vector<Record>> by_workload;
+    for (auto& path : opts_.history) {
+      TESSEL_USER_CHECK(std::ifstream(path).good(), "tune: cannot read the history log '", path, "'");
+      std::vector<std::string> warnings;
+      for (auto& rec : read_log(path, &warnings))
+        if (rec.target_key == target_.key() && !tuned.count(rec.workload_key))
+          by_workload[rec.workload_key].push_back(std::move(rec));
+      for (auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    }
+    for (auto& [key, recs] : by_workload) {
+      Workload w;
+      try {
+        w = make_workload(recs[0].op, recs[0].shape, DType::parse(recs[0].dtype));
+      } catch (const Error& e) {
+        std::fprintf(stderr, "history: skipped %s (%s)\n", key.c_str(), e.what());
+        continue;
+      }
+      double best = INFINITY;
+      for (auto& r : recs) best = std::min(best, r.mean_cost());
+      for (auto& r : recs) {
+        std::vector<float> f = program_features_of(w, r.steps);
+        if (f.empty()) continue;
+        history_rows_.push_back(std::move(f));
+        history_labels_.push_back(std::isfinite(r.mean_cost()) ? float(best / r.mean_cost()) : 0.f);
+      }
+    }
+    std::fprintf(stderr, "history: %zu records of %zu other workloads train the cost model\n", history_rows_.size(),
+                 by_workload.size());
+    retrain();
+  }
+
+  // Labels: each workload's best cost over the candidate's cost (errors score 0).
   void retrain() {
     if (!opts_.use_cost_model) return;
-    std::vector<std::vector<float>> rows;
-    std::vector<float> labels;
+    std::vector<std::vector<float>> rows = history_rows_;
+    std::vector<float> labels = history_labels_;
     for (auto& t : tasks_) {
       double best = best_seconds(*t);
       for (auto& m : t->measured) {
@@ -391,6 +433,8 @@ class Tuner {
   CostModel model_;
   std::vector<std::unique_ptr<TaskState>> tasks_;
   std::unique_ptr<LogWriter> writer_;
+  std::vector<std::vector<float>> history_rows_;  // features and labels of other workloads' records
+  std::vector<float> history_labels_;
   int trials_ = 0, loaded_trials_ = 0, candidate_counter_ = 0;
   Clock::time_point start_;
 };

@@ -245,6 +245,32 @@ TEST(Autotune, KillAndResumeLosesNothing) {
   EXPECT_EQ(keys.size(), 24u);
 }
 
+// Records of other workloads train the model before the first round: four trials of a new
+// matmul (five records with its default, too few to train on) still end with a saved model.
+TEST(Autotune, HistoryOfOtherWorkloadsTrainsTheModelFromTheStart) {
+  TuneOptions first = small(12);
+  first.log = tmp("history.json");
+  tune(make_workload("matmul", parse_shape("M=32,N=32,K=32")), first);
+
+  Workload w = make_workload("matmul", parse_shape("M=40,N=24,K=40"));
+  TuneOptions o = small(4);
+  o.cost_model_out = tmp("cold.model");
+  tune(w, o);
+  EXPECT_FALSE(std::ifstream(o.cost_model_out).good()) << "a model from five records";
+  o.history = {first.log};
+  o.cost_model_out = tmp("warm.model");
+  tune(w, o);
+  EXPECT_TRUE(std::ifstream(o.cost_model_out).good());
+
+  o.history = {tmp("no_such_log.json")};
+  try {
+    tune(w, o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot read the history log"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Autotune, CorruptLinesAreSkippedWithTheirLineNumber) {
   Workload w = make_workload("matmul", parse_shape("M=8,N=8,K=8"));
   Record r = make_record(w, Target::host());

@@ -53,11 +53,20 @@ std::string fmt_time(double s) {
   return b;
 }
 
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream ss(list);
+  for (std::string s; std::getline(ss, s, ',');)
+    if (!s.empty()) out.push_back(s);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   po::options_description desc("tune: search schedules for tensor operators on this CPU and log every measurement\n\nOptions");
-  std::string op, shape, log, cost_model, workloads, target = "llvm", dtype_name = "float32", merge, keep_best_in;
+  std::string op, shape, log, cost_model, workloads, target = "llvm", dtype_name = "float32", merge, keep_best_in,
+              history;
   TuneOptions o;
   desc.add_options()
       ("help,h", "show this help")
@@ -78,6 +87,7 @@ int main(int argc, char** argv) {
       ("seed", po::value(&o.seed)->default_value(1), "random seed")
       ("threads", po::value(&o.threads)->default_value(0), "threads the kernels run with (0: all cores)")
       ("cost-model", po::value(&cost_model), "XGBoost model file: warm-start from it if it exists, save to it at the end")
+      ("history", po::value(&history), "comma-separated logs of other workloads on this CPU: their records train the cost model from the first round on")
       ("random-search", "measure random candidates of the same space instead of model-guided ones")
       ("merge", po::value(&merge), "comma-separated logs to merge into --log, then exit")
       ("keep-best", po::value(&keep_best_in), "write only the best record per workload and target of this log to --log, then exit")
@@ -105,10 +115,7 @@ int main(int argc, char** argv) {
       if (log.empty()) usage_error("--merge and --keep-best write to --log; give it");
       int n;
       if (!merge.empty()) {
-        std::vector<std::string> ins;
-        std::stringstream ss(merge);
-        for (std::string s; std::getline(ss, s, ',');) ins.push_back(s);
-        n = merge_logs(ins, log);
+        n = merge_logs(split_commas(merge), log);
       } else {
         n = keep_best(keep_best_in, log);
       }
@@ -146,6 +153,7 @@ int main(int argc, char** argv) {
     if (o.resume && log.empty()) usage_error("--resume needs --log");
     o.log = log;
     o.use_cost_model = !vm.count("random-search");
+    if (!history.empty()) o.history = split_commas(history);
     if (!cost_model.empty()) {
       if (std::ifstream(cost_model).good()) o.cost_model_in = cost_model;
       o.cost_model_out = cost_model;

@@ -77,6 +77,9 @@ struct TuneOptions {
   std::string cost_model_in;      // warm-start the cost model from this file
   std::string cost_model_out;     // save the trained model here at the end
   bool use_cost_model = true;     // false: random search (same space, same budget)
+  // Logs of other workloads on this target: their records train the cost model from the
+  // first round on (transfer). Records of the workloads being tuned are skipped (see resume).
+  std::vector<std::string> history;
   int population = 256;           // evolutionary search population
   int generations = 4;
   double eps_greedy = 0.1;        // share of each round drawn at random
