@@ -155,3 +155,24 @@ TEST(CodeGen, LargeScratchBuffersLiveOnTheHeap) {
   m(a, y);
   for (int64_t i = 0; i < y.size(); i += 997) EXPECT_FLOAT_EQ(y.get(i), float((a.get(i) + 1) * 2));
 }
+
+// Kernels allocate their scratch on every call; a freed block is handed to the next call
+// instead of fresh pages that would page-fault again (see Workspace.cpp).
+TEST(CodeGen, ScratchBlocksAreReusedAcrossCalls) {
+  const int64_t mb = int64_t(1) << 20;
+  void* p = tessel_alloc(mb);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  static_cast<char*>(p)[mb / 2] = 42;
+  tessel_free(p);
+  void* q = tessel_alloc(mb - 100);  // fits the freed block: the same pages, never returned to the system
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(static_cast<char*>(q)[mb / 2], 42);
+  void* r = tessel_alloc(mb);  // q is in use: another block
+  EXPECT_NE(r, q);
+  tessel_free(q);
+  void* big = tessel_alloc(4 * mb);  // the kept 1 MiB block is too small for it
+  EXPECT_NE(big, q);
+  void* small = tessel_alloc(4096);  // and a 1 MiB block too wasteful for 4 KiB
+  EXPECT_NE(small, q);
+  for (void* b : {r, big, small}) tessel_free(b);
+}

@@ -1,9 +1,10 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <random>
 
-#include "runtime/Runtime.h"
 #include "tessel/buffer.h"
 #include "tessel/error.h"
 
@@ -60,7 +61,9 @@ Buffer::Buffer(std::vector<int64_t> shape, DType dtype) : shape_(std::move(shape
   for (size_t d = 0; d < shape_.size(); ++d)
     TESSEL_USER_CHECK(shape_[d] > 0, "Buffer dimension ", d, " has extent ", shape_[d], "; extents must be positive");
   int64_t n = std::max<int64_t>(bytes(), 1);
-  storage_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(tessel_alloc(n)), [](uint8_t* p) { tessel_free(p); });
+  void* p = std::aligned_alloc(64, size_t((n + 63) / 64 * 64));
+  if (!p) throw std::bad_alloc();
+  storage_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
   std::memset(storage_.get(), 0, size_t(n));
 }
 

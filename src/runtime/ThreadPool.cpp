@@ -146,11 +146,3 @@ extern "C" void tessel_parallel_for(void (*task)(int64_t, int64_t, void*), void*
                                     int64_t end) {
   tessel::ThreadPool::get().run(task, closure, begin, end);
 }
-
-extern "C" void* tessel_alloc(int64_t bytes) {
-  void* p = std::aligned_alloc(64, size_t((bytes + 63) / 64 * 64));
-  if (!p) std::abort();  // the kernel has no way to report it; out of memory is fatal
-  return p;
-}
-
-extern "C" void tessel_free(void* p) { std::free(p); }
