@@ -325,6 +325,18 @@ TEST(Autotune, LookupChoosesByTheFinalsElseBySlowestMeasurement) {
   best = best_schedule(without, w);
   ASSERT_TRUE(best.has_value());
   EXPECT_EQ(steps_to_json(best->steps), steps_to_json(r.steps));
+  // A resumed run searched more and held new finals: they alone decide (P 1.5 ms, Q 2.5 ms).
+  {
+    LogWriter log(with_finals);
+    r.costs = {4e-3}, log.append(r);
+    p.message = q.message = kRemeasuredMessage;
+    for (double c : {1.5e-3, 1.4e-3, 1.6e-3}) p.costs = {c}, log.append(p);
+    for (double c : {2.5e-3, 2.4e-3, 2.6e-3}) q.costs = {c}, log.append(q);
+  }
+  best = best_schedule(with_finals, w);
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(steps_to_json(best->steps), steps_to_json(p.steps));
+  EXPECT_DOUBLE_EQ(best->seconds, 1.5e-3);
 }
 
 TEST(Autotune, LookupRoundTripsThroughAFileInANewProcess) {
