@@ -57,6 +57,11 @@ const std::vector<float>& features_of(TaskState& t, const Candidate& c) {
   return t.features.emplace(c.key, program_features_of(t.w, c.steps)).first->second;
 }
 
+// The cost model's label: the workload's best cost over this one (errors score 0).
+float label(double best, double seconds) {
+  return std::isfinite(seconds) && std::isfinite(best) ? float(best / seconds) : 0.f;
+}
+
 constexpr int kFinalRounds = 3;  // rounds of the finals (see remeasure_best)
 
 // Best time measured for the task; `searched` leaves out the default schedule (the only
@@ -287,7 +292,7 @@ class Tuner {
         std::vector<float> f = program_features_of(w, r.steps);
         if (f.empty()) continue;
         history_rows_.push_back(std::move(f));
-        history_labels_.push_back(std::isfinite(r.mean_cost()) ? float(best / r.mean_cost()) : 0.f);
+        history_labels_.push_back(label(best, r.mean_cost()));
       }
     }
     std::fprintf(stderr, "history: %zu records of %zu other workloads train the cost model\n", history_rows_.size(),
@@ -306,7 +311,7 @@ class Tuner {
         const auto& f = features_of(*t, m.cand);
         if (f.empty()) continue;
         rows.push_back(f);
-        labels.push_back(std::isfinite(m.seconds) && std::isfinite(best) ? float(best / m.seconds) : 0.f);
+        labels.push_back(label(best, m.seconds));
       }
     }
     model_.train(rows, labels);
