@@ -2,8 +2,11 @@
 /** \file Measuring candidates. Each candidate runs in a forked worker process: it replays
  * its steps, builds, checks its output against the default schedule's on the same random
  * inputs, and times itself. A batch is built in parallel, then run one at a time. A
- * worker that fails, crashes, hangs past the timeout or runs out of memory becomes an
- * error result; the tuner goes on. */
+ * worker that fails, crashes, runs out of memory, or hangs (builds, or makes no progress
+ * while running: a batch of runs of the kernel, at least one call each, takes longer than
+ * the timeout) becomes an error result; the tuner goes on. A slow kernel that is not hung
+ * is measured however long its repeats take together. */
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,8 +41,9 @@ class Measurer {
 };
 
 // Times a built module: warm-up, then `repeat` means of `number` runs (number grows until
-// one repeat lasts min_repeat_ms when 0).
+// one repeat lasts min_repeat_ms when 0). `after_batch` is called, outside the timed
+// regions, after each batch of runs (the worker reports progress with it).
 std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args, int repeat, int number,
-                                double min_repeat_ms);
+                                double min_repeat_ms, const std::function<void()>& after_batch = {});
 
 }  // namespace tessel::autotune

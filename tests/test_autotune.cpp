@@ -216,6 +216,21 @@ TEST(Autotune, CrashingAndHangingCandidatesAreRecordedAndTuningGoesOn) {
   EXPECT_TRUE(hang);
 }
 
+// The run timeout catches a hung kernel, not a slow one: a candidate whose measurement
+// takes far longer than the timeout in all, but makes progress within it, is measured.
+TEST(Autotune, SlowButProgressingCandidateIsMeasuredNotTimedOut) {
+  Workload w = make_workload("matmul", parse_shape("M=32,N=32,K=32"));
+  TuneOptions o = small(4);
+  o.log = tmp("slow.json");
+  o.plant_slow_at = 0;  // the first candidate: the log's second record, after the default's
+  o.timeout = 3;        // its pauses add up to at least 2 x 1.8 s
+  tune(w, o);
+  auto recs = read_log(o.log);
+  ASSERT_GE(recs.size(), 2u);
+  EXPECT_EQ(recs[0].message, kDefaultScheduleMessage);
+  EXPECT_TRUE(recs[1].ok()) << error_name(recs[1].error) << ": " << recs[1].message;
+}
+
 TEST(Autotune, KillAndResumeLosesNothing) {
   Workload w = make_workload("matmul", parse_shape("M=48,N=48,K=48"));
   std::string log = tmp("resume.json");

@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
       ("per-round", po::value(&o.per_round)->default_value(16), "candidates measured per round")
       ("log", po::value(&log), "tuning log to append to (JSON lines)")
       ("resume", po::bool_switch(&o.resume), "reload --log, retrain from it, never re-measure its candidates")
-      ("timeout", po::value(&o.timeout)->default_value(10), "seconds a candidate may take to build or to run")
+      ("timeout", po::value(&o.timeout)->default_value(10), "seconds a candidate may take to build, or one batch of its runs (a timing repeat) to finish")
       ("repeat", po::value(&o.repeat)->default_value(3), "timing repeats per candidate")
       ("number", po::value(&o.number)->default_value(0), "runs per repeat (0: enough for --min-repeat-ms)")
       ("min-repeat-ms", po::value(&o.min_repeat_ms)->default_value(40), "minimum duration of one repeat")

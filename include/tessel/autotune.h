@@ -67,7 +67,8 @@ struct TuneOptions {
   int per_round = 16;             // candidates measured per round
   std::string log;                // tuning log (JSON lines); appended record by record
   bool resume = false;            // reload `log`: retrain, never re-measure recorded candidates
-  double timeout = 10;            // seconds a candidate may take to build or run
+  double timeout = 10;            // seconds a candidate may take to build, or one batch of its runs
+                                  // (correctness run, warm-up, a timing repeat) to finish
   int repeat = 3;                 // timing repeats (each the mean of `number` runs)
   int number = 0;                 // runs per repeat; 0 = as many as min_repeat_ms needs
   double min_repeat_ms = 40;
@@ -86,7 +87,9 @@ struct TuneOptions {
   int remeasure_top = 3;          // the finals: the best few (and the default) measured again
   std::function<void(const Progress&)> on_progress;
   // Test hooks: a candidate (by index in the run) that crashes or hangs in its worker.
-  int plant_crash_at = -1, plant_hang_at = -1;
+  // A slow one pauses 0.6 x timeout before its first run and after each batch of runs:
+  // long in all, never hung.
+  int plant_crash_at = -1, plant_hang_at = -1, plant_slow_at = -1;
 };
 
 struct TaskResult {
