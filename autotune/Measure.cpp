@@ -16,6 +16,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A candidate whose first run is this many times slower than the best known is timed by
+// that run alone: it will never win, and its label for the cost model (best / cost) is
+// already near zero; repeats of a multi-second kernel would cost most of the budget.
+constexpr double kHopeless = 3;
+
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 void write_all(int fd, const std::string& s) {
@@ -83,9 +88,9 @@ void write_all(int fd, const std::string& s) {
         fail(ErrorCode::WrongAnswer, "output '" + w.args[inputs.size() + i].name() + "' differs from the default "
              "schedule's by " + std::to_string(err) + " (relative)");
     }
-    std::vector<double> costs = best_known > 0 && first > 10 * best_known
+    std::vector<double> costs = best_known > 0 && first > kHopeless * best_known
                                     ? std::vector<double>{first}
-                                    : time_module(m, args, opts.repeat, opts.number, opts.min_repeat_ms, progress);
+                                    : time_module(m, args, opts.repeat, opts.number, opts.min_repeat_ms, progress, first);
     std::string line = "R";
     for (double c : costs) line += ' ' + std::to_string(c);
     write_all(out_fd, line + "\n");
@@ -191,16 +196,21 @@ void finish(Worker& wk, ErrorCode timeout_code, const char* phase, double timeou
 }  // namespace
 
 std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args, int repeat, int number,
-                                double min_repeat_ms, const std::function<void()>& after_batch) {
+                                double min_repeat_ms, const std::function<void()>& after_batch, double warm_run) {
   std::vector<void*> ptrs;
   for (auto& b : args) ptrs.push_back(b.raw());
   auto done = [&] {
     if (after_batch) after_batch();
   };
-  m.call_raw(ptrs.data());  // warm-up
-  done();
+  // A call that already ran and lasted a whole repeat warmed the caches and sized the
+  // repeat (one call): a slow kernel then costs `repeat` more calls, not `repeat` + 2.
+  bool warmed = number <= 0 && warm_run * 1e3 >= min_repeat_ms;
+  if (!warmed) {
+    m.call_raw(ptrs.data());  // warm-up
+    done();
+  }
   int n = std::max(1, number);
-  if (number <= 0) {
+  if (number <= 0 && !warmed) {
     // Grow the number of runs until one repeat lasts long enough to time reliably.
     for (;;) {
       auto t = Clock::now();

@@ -29,7 +29,7 @@ class Measurer {
   // default is timed like any candidate, in a worker: see the tuner.
   Measurer(const Workload& w, const TuneOptions& opts);
   // `indices` number the candidates within the run (for the planted-fault test hooks).
-  // A candidate whose first run is over 10x slower than `best_known` seconds is timed by
+  // A candidate whose first run is over 3x slower than `best_known` seconds is timed by
   // that run alone: a precise time of a hopeless program is not worth seconds of budget.
   std::vector<MeasureResult> measure(const std::vector<std::vector<Step>>& candidates,
                                      const std::vector<int>& indices, double best_known = 0);
@@ -42,8 +42,11 @@ class Measurer {
 
 // Times a built module: warm-up, then `repeat` means of `number` runs (number grows until
 // one repeat lasts min_repeat_ms when 0). `after_batch` is called, outside the timed
-// regions, after each batch of runs (the worker reports progress with it).
+// regions, after each batch of runs (the worker reports progress with it). `warm_run`:
+// seconds of a call just made (0: none); one of min_repeat_ms or more stands for the
+// warm-up and fixes number at 1.
 std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args, int repeat, int number,
-                                double min_repeat_ms, const std::function<void()>& after_batch = {});
+                                double min_repeat_ms, const std::function<void()>& after_batch = {},
+                                double warm_run = 0);
 
 }  // namespace tessel::autotune
