@@ -363,8 +363,10 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
     std::vector<std::vector<int64_t>> sf, rf;
     std::vector<std::vector<std::string>> sl, rl;
     // The innermost level (S3) of all spatial axes is the block of accumulators that the
-    // reduction loops R1 wrap: fresh draws mostly keep it within the 32 vector registers
-    // and at 4 or more (independent FMAs to hide their latency); mutations may leave it.
+    // reduction loops R1 wrap: fresh draws mostly keep it within the vector registers less
+    // four for the operands (12 with AVX2, 28 with AVX-512: more spills) and at 4 or more
+    // (independent FMAs to hide their latency); mutations may leave it.
+    int64_t max_regs = std::max(4, target_.vector_registers - 4);
     size_t mark = tr.out.size();
     for (int attempt = 0;; ++attempt) {
       bool fresh = !tr.replaying();
@@ -375,7 +377,7 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
       }
       int64_t regs = (sf.back()[2] + lanes - 1) / lanes;
       for (size_t d = 0; d + 1 < sf.size(); ++d) regs *= sf[d][2];
-      if (!fresh || attempt == 20 || (regs >= 4 && regs <= 32) || tr.unit() < 0.1) break;
+      if (!fresh || attempt == 20 || (regs >= 4 && regs <= max_regs) || tr.unit() < 0.1) break;
       tr.rewind(mark);
     }
     for (auto& iv : op->reduce_axis) rf.push_back(tr.tile(iv.extent(), 1, 64));

@@ -254,6 +254,7 @@ Target Target::host() {
   t.features = info.features;
   t.num_cores = int(std::max(1u, std::thread::hardware_concurrency()));
   t.vector_bytes = info.avx512 ? 64 : 32;
+  t.vector_registers = info.avx512 ? 32 : 16;
   return t;
 }
 

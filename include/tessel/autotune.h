@@ -49,6 +49,7 @@ struct Target {
   std::string features;       // "+avx512f,..."
   int num_cores = 1;
   int vector_bytes = 32;
+  int vector_registers = 16;  // 32 with AVX-512: bounds the search's register blocks
   int cache_line_bytes = 64;
   std::string key() const;    // "llvm/znver4"
   std::string str() const;    // "llvm -mcpu=znver4 -mattr=..."
