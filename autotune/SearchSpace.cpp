@@ -365,11 +365,15 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
     // The innermost level (S3) of all spatial axes is the block of accumulators that the
     // reduction loops R1 wrap: fresh draws mostly keep it within the vector registers less
     // four for the operands (12 with AVX2, 28 with AVX-512: more spills) and at 4 or more
-    // (independent FMAs to hide their latency); mutations may leave it.
+    // (independent FMAs to hide their latency). A cache-write block (levels S1-S3, or
+    // S2-S3) is likewise kept within 128 KiB: on both CPUs tuned so far, no top kernel
+    // used a larger one, yet half of the unconstrained draws did, and their accumulators
+    // then went through L2 or memory. Mutations may leave both bounds.
     int64_t max_regs = std::max(4, target_.vector_registers - 4);
+    constexpr int64_t kMaxLocalBlockBytes = 128 << 10;
     size_t mark = tr.out.size();
+    bool prior = !tr.replaying() && tr.unit() >= 0.1;  // one fresh draw in ten goes unbounded
     for (int attempt = 0;; ++attempt) {
-      bool fresh = !tr.replaying();
       sf.clear();
       for (size_t d = 0; d < op->axis.size(); ++d) {
         bool last = d + 1 == op->axis.size();
@@ -377,7 +381,10 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
       }
       int64_t regs = (sf.back()[2] + lanes - 1) / lanes;
       for (size_t d = 0; d + 1 < sf.size(); ++d) regs *= sf[d][2];
-      if (!fresh || attempt == 20 || (regs >= 4 && regs <= max_regs) || tr.unit() < 0.1) break;
+      int64_t block = w_.dtype.bytes();
+      for (auto& f : sf) block *= f[0] * f[1] * f[2];
+      bool fits = outer.empty() || block <= kMaxLocalBlockBytes;
+      if (!prior || attempt == 200 || (regs >= 4 && regs <= max_regs && fits)) break;
       tr.rewind(mark);
     }
     for (auto& iv : op->reduce_axis) rf.push_back(tr.tile(iv.extent(), 1, 64));

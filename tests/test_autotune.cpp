@@ -134,6 +134,37 @@ TEST(Autotune, TileSizesNeedNotDivide) {
   EXPECT_TRUE(non_dividing);
 }
 
+
+TEST(Autotune, FreshSamplesMostlyKeepRegisterAndCacheWriteBlocksSmall) {
+  // GEMM 1024: the accumulator block (S3 of i times S3 of j in vectors) within the target's
+  // vector registers less four, and a cache-write block within 128 KiB, for most samples
+  // (one in ten goes unbounded). Without the bounds about half the blocks were larger.
+  Workload w = make_workload("matmul", parse_shape("M=1024,N=1024,K=1024"));
+  for (int registers : {16, 32}) {
+    Target t = Target::host();
+    t.vector_registers = registers;
+    SearchSpace space(w, t);
+    std::mt19937_64 rng(registers);
+    int lanes = t.vector_bytes / 4, n = 100, in_regs = 0, with_local = 0, small_local = 0;
+    for (int i = 0; i < n; ++i) {
+      Candidate c = space.sample(rng);
+      std::vector<const Decision*> spatial;  // the first two 3-level tiles: i and j
+      for (auto& d : c.decisions)
+        if (d.kind == Decision::Tile && d.value.size() == 3 && spatial.size() < 2) spatial.push_back(&d);
+      ASSERT_EQ(spatial.size(), 2u);
+      int64_t regs = spatial[0]->value[2] * ((spatial[1]->value[2] + lanes - 1) / lanes);
+      in_regs += regs >= 4 && regs <= registers - 4;
+      std::string ir = lower(Schedule::replay(w.outputs, c.steps), w.args).str();
+      size_t at = ir.find("allocate C.local[float32 * ");
+      if (at == std::string::npos) continue;
+      ++with_local;
+      small_local += std::stoll(ir.substr(at + 27)) * 4 <= 128 << 10;
+    }
+    EXPECT_GE(in_regs, n * 8 / 10) << registers << " registers";
+    EXPECT_GT(with_local, n / 4);
+    EXPECT_GE(small_local, with_local * 8 / 10) << registers << " registers";
+  }
+}
 TEST(Autotune, FeaturesAreFixedSizeAndSeeVectorization) {
   Workload w = make_workload("matmul", parse_shape("M=64,N=64,K=64"));
   Schedule plain(w.outputs);
