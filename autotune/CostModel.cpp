@@ -76,6 +76,19 @@ std::vector<float> CostModel::predict(const std::vector<std::vector<float>>& row
   return out;
 }
 
+double pairwise_accuracy(const std::vector<float>& predicted, const std::vector<double>& seconds) {
+  int agree = 0, pairs = 0;
+  for (size_t i = 0; i < seconds.size(); ++i)
+    for (size_t j = i + 1; j < seconds.size(); ++j) {
+      double a = seconds[i], b = seconds[j];
+      if (std::isinf(a) && std::isinf(b)) continue;
+      if (std::abs(a - b) < 0.05 * std::min(a, b)) continue;
+      ++pairs;
+      agree += (predicted[i] > predicted[j]) == (a < b);
+    }
+  return pairs < 10 ? -1 : double(agree) / pairs;
+}
+
 void CostModel::save(const std::string& path) const {
   TESSEL_USER_CHECK(booster_, "save: the cost model has not been trained yet");
   check(XGBoosterSaveModel(booster_, path.c_str()), "saving the model");

@@ -31,4 +31,9 @@ class CostModel {
   int samples_ = 0;
 };
 
+// How often the model orders two candidates as their measurements do (0.5: chance), over
+// pairs more than 5% apart (closer is noise); errors (infinite seconds) are slowest.
+// -1 with fewer than 10 such pairs.
+double pairwise_accuracy(const std::vector<float>& predicted, const std::vector<double>& seconds);
+
 }  // namespace tessel::autotune

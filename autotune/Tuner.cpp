@@ -39,6 +39,7 @@ struct TaskState {
   std::vector<double> best_history;  // best seconds after each round
   bool dead = false;
   int stale_rounds = 0;
+  bool model_trusted = false;  // the model has ranked one of this task's rounds before seeing it
 };
 
 // Features of a schedule's lowered program; empty if it does not lower.
@@ -63,6 +64,7 @@ float label(double best, double seconds) {
 }
 
 constexpr int kFinalRounds = 3;  // rounds of the finals (see remeasure_best)
+constexpr double kTrustAccuracy = 0.6;  // pairwise ranking accuracy that lets the model guide
 
 // Best time measured for the task; `searched` leaves out the default schedule (the only
 // record without decisions), which is what the search itself found.
@@ -127,6 +129,7 @@ class Tuner {
     double known = std::min(best_seconds(t), t.result.default_seconds);
     std::vector<MeasureResult> res = t.measurer->measure(steps, idx, std::isfinite(known) ? known : 0);
     for (size_t i = 0; i < cands.size(); ++i) record(t, cands[i], res[i]);
+    if (!t.model_trusted) t.model_trusted = model_ranks_round(t, cands);
     double best = best_seconds(t);
     bool improved = t.best_history.empty() || best < t.best_history.back() * 0.999;
     t.stale_rounds = improved ? 0 : t.stale_rounds + 1;
@@ -139,21 +142,41 @@ class Tuner {
     report(t);
   }
 
+  // Before it is retrained on them: did the model order the round's candidates as they
+  // measured, clearly better than chance?
+  bool model_ranks_round(TaskState& t, const std::vector<Candidate>& cands) {
+    if (!model_.trained()) return false;
+    std::vector<std::vector<float>> rows;
+    std::vector<double> seconds;
+    for (size_t i = 0; i < cands.size(); ++i) {
+      const auto& f = features_of(t, cands[i]);
+      if (f.empty()) continue;
+      rows.push_back(f);
+      seconds.push_back(t.measured[t.measured.size() - cands.size() + i].seconds);
+    }
+    return pairwise_accuracy(model_.predict(rows), seconds) >= kTrustAccuracy;
+  }
+
   // Evolutionary search over the model's predictions, plus an epsilon-greedy random share.
+  // Until the model has ranked a round of this task well (model_ranks_round), half of each
+  // round is random: a model fitted to a few dozen measurements often ranks no better than
+  // chance (cold runs of bench_search trailed random search at 32-48 trials), and random
+  // candidates keep its test fair.
   std::vector<Candidate> propose(TaskState& t, int n) {
     std::vector<Candidate> out;
     std::set<std::string> chosen;
-    auto take = [&](const Candidate& c) {
-      if (int(out.size()) >= n || t.measured_keys.count(c.key) || !chosen.insert(c.key).second) return;
+    auto take = [&](const Candidate& c, int limit) {
+      if (int(out.size()) >= limit || t.measured_keys.count(c.key) || !chosen.insert(c.key).second) return;
       if (features_of(t, c).empty()) return;  // does not lower: not worth a measurement
       out.push_back(c);
     };
-    int n_random = opts_.use_cost_model && model_.trained() ? std::max(1, int(std::round(n * opts_.eps_greedy))) : n;
+    double share = !opts_.use_cost_model || !model_.trained() ? 1.0 : t.model_trusted ? opts_.eps_greedy : 0.5;
+    int n_random = std::max(1, int(std::round(n * share)));
     if (n_random < n) {
-      for (auto& c : evolve(t)) take(c);
-      // Fewer than wanted (a small space): fall through to random samples.
+      for (auto& c : evolve(t)) take(c, n - n_random);
     }
-    for (int tries = 0; int(out.size()) < n && tries < 50 * n; ++tries) take(t.space->sample(rng_));
+    // The random share, and the rest when evolution found too few (a small space).
+    for (int tries = 0; int(out.size()) < n && tries < 50 * n; ++tries) take(t.space->sample(rng_), n);
     return out;
   }
 
