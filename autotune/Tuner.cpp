@@ -129,7 +129,7 @@ class Tuner {
     double known = std::min(best_seconds(t), t.result.default_seconds);
     std::vector<MeasureResult> res = t.measurer->measure(steps, idx, std::isfinite(known) ? known : 0);
     for (size_t i = 0; i < cands.size(); ++i) record(t, cands[i], res[i]);
-    if (!t.model_trusted) t.model_trusted = model_ranks_round(t, cands);
+    if (!t.model_trusted) t.model_trusted = model_ranks_latest(t, cands.size());
     double best = best_seconds(t);
     bool improved = t.best_history.empty() || best < t.best_history.back() * 0.999;
     t.stale_rounds = improved ? 0 : t.stale_rounds + 1;
@@ -142,23 +142,23 @@ class Tuner {
     report(t);
   }
 
-  // Before it is retrained on them: did the model order the round's candidates as they
-  // measured, clearly better than chance?
-  bool model_ranks_round(TaskState& t, const std::vector<Candidate>& cands) {
+  // Before it is retrained on them: did the model order the task's `n` latest measurements
+  // as they measured, clearly better than chance?
+  bool model_ranks_latest(TaskState& t, size_t n) {
     if (!model_.trained()) return false;
     std::vector<std::vector<float>> rows;
     std::vector<double> seconds;
-    for (size_t i = 0; i < cands.size(); ++i) {
-      const auto& f = features_of(t, cands[i]);
+    for (size_t i = t.measured.size() - std::min(n, t.measured.size()); i < t.measured.size(); ++i) {
+      const auto& f = features_of(t, t.measured[i].cand);
       if (f.empty()) continue;
       rows.push_back(f);
-      seconds.push_back(t.measured[t.measured.size() - cands.size() + i].seconds);
+      seconds.push_back(t.measured[i].seconds);
     }
     return pairwise_accuracy(model_.predict(rows), seconds) >= kTrustAccuracy;
   }
 
   // Evolutionary search over the model's predictions, plus an epsilon-greedy random share.
-  // Until the model has ranked a round of this task well (model_ranks_round), half of each
+  // Until the model has ranked a round of this task well (model_ranks_latest), half of each
   // round is random: a model fitted to a few dozen measurements often ranks no better than
   // chance (cold runs of bench_search trailed random search at 32-48 trials), and random
   // candidates keep its test fair.

@@ -134,7 +134,6 @@ TEST(Autotune, TileSizesNeedNotDivide) {
   EXPECT_TRUE(non_dividing);
 }
 
-
 TEST(Autotune, FreshSamplesMostlyKeepRegisterAndCacheWriteBlocksSmall) {
   // GEMM 1024: the accumulator block (S3 of i times S3 of j in vectors) within the target's
   // vector registers less four, and a cache-write block within 128 KiB, for most samples
@@ -165,6 +164,7 @@ TEST(Autotune, FreshSamplesMostlyKeepRegisterAndCacheWriteBlocksSmall) {
     EXPECT_GE(small_local, with_local * 8 / 10) << registers << " registers";
   }
 }
+
 TEST(Autotune, FeaturesAreFixedSizeAndSeeVectorization) {
   Workload w = make_workload("matmul", parse_shape("M=64,N=64,K=64"));
   Schedule plain(w.outputs);
