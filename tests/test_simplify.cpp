@@ -52,9 +52,45 @@ TEST(Passes, LoopPartitionPeelsTheTail) {
   Schedule s({B});
   s[B].split("i", 16);
   std::string ir = lower(s, {A, B}).str();
-  // Main part: i.outer in [0, 4) without a guard; the last iteration keeps it.
+  // Main part: i.outer in [0, 4) without a guard; the last tile keeps it (6 of 16 rows
+  // are too few to pay for another copy).
   EXPECT_NE(ir.find("for (i.outer, 0, 4)"), std::string::npos) << ir;
-  EXPECT_NE(ir.find("if ("), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("if ("), ir.rfind("if (")) << ir;
+}
+
+TEST(Passes, LoopPartitionSplitsAFusedLoopBeforeItsLastRowOfTiles) {
+  // 70 rows in tiles of 16 fused with 4 column tiles: the row guard fails in the last 4
+  // iterations of the fused loop, not only the last one.
+  Tensor A = placeholder({70, 64}, float32, "A");
+  Tensor B = compute({70, 64}, [&](Var i, Var j) { return A(i, j) * 2.0f; }, "B");
+  Schedule s({B});
+  auto t = s[B].tile("i", "j", 16, 16);
+  s[B].parallel(s[B].fuse(t.xo, t.yo));
+  s[B].vectorize(t.yi);
+  std::string ir = lower(s, {A, B}).str();
+  size_t main = ir.find("parallel (i.outer.j.outer.fused, 0, 16)"), tail = ir.find("parallel", main + 1);
+  ASSERT_NE(main, std::string::npos) << ir;
+  EXPECT_GT(ir.find("if ("), tail) << ir;  // guards only in the last row of tiles
+  ref::Buffer a = ref::random({70, 64}, 3);
+  ref::Buffer want({70, 64}, float32);
+  for (int64_t i = 0; i < a.size(); ++i) want.set(i, a.get(i) * 2);
+  ref::expect_close(ref::run(s, {A, B}, {a})[0], want);
+}
+
+TEST(Passes, LoopPartitionCountsEachConjunctOfAGuard) {
+  // Rows and columns both leave a tail, and one `if` checks both: the row loop still
+  // partitions because its main part drops the row check.
+  Tensor A = placeholder({37, 29}, float32, "A");
+  Tensor B = compute({37, 29}, [&](Var i, Var j) { return A(i, j) + 1.0f; }, "B");
+  Schedule s({B});
+  auto t = s[B].tile("i", "j", 8, 8);
+  s[B].vectorize(t.yi);
+  std::string ir = lower(s, {A, B}).str();
+  EXPECT_NE(ir.find("for (i.outer, 0, 4)"), std::string::npos) << ir;
+  ref::Buffer a = ref::random({37, 29}, 4);
+  ref::Buffer want({37, 29}, float32);
+  for (int64_t i = 0; i < a.size(); ++i) want.set(i, a.get(i) + 1);
+  ref::expect_close(ref::run(s, {A, B}, {a})[0], want);
 }
 
 TEST(Passes, VectorizerMakesDenseRampsAndMasks) {
