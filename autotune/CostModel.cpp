@@ -37,13 +37,14 @@ CostModel::~CostModel() {
   if (booster_) XGBoosterFree(booster_);
 }
 
-void CostModel::train(const std::vector<std::vector<float>>& rows, const std::vector<float>& labels) {
+void CostModel::train(const std::vector<std::vector<float>>& rows, const std::vector<float>& labels,
+                      const std::vector<float>& importance) {
   if (rows.size() < 8) return;  // too little to learn from; keep the previous model
   DMatrix d(rows);
   check(XGDMatrixSetFloatInfo(d.h, "label", labels.data(), labels.size()), "labels");
   // Good programs matter most (Ansor weighs samples by their label).
   std::vector<float> w(labels.size());
-  for (size_t i = 0; i < labels.size(); ++i) w[i] = 0.1f + labels[i];
+  for (size_t i = 0; i < labels.size(); ++i) w[i] = (0.1f + labels[i]) * (importance.empty() ? 1.f : importance[i]);
   check(XGDMatrixSetFloatInfo(d.h, "weight", w.data(), w.size()), "weights");
   BoosterHandle b;
   check(XGBoosterCreate(&d.h, 1, &b), "booster");

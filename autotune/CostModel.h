@@ -16,8 +16,10 @@ class CostModel {
   CostModel(const CostModel&) = delete;
   CostModel& operator=(const CostModel&) = delete;
 
-  // rows: program features; labels in [0, 1].
-  void train(const std::vector<std::vector<float>>& rows, const std::vector<float>& labels);
+  // rows: program features; labels in [0, 1]; importance: how much each row counts
+  // (empty: all alike), on top of the label weighting.
+  void train(const std::vector<std::vector<float>>& rows, const std::vector<float>& labels,
+             const std::vector<float>& importance = {});
   // Higher is faster. Before any training, all zero.
   std::vector<float> predict(const std::vector<std::vector<float>>& rows) const;
   bool trained() const { return booster_ != nullptr; }

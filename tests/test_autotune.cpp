@@ -179,6 +179,24 @@ TEST(Autotune, FeaturesAreFixedSizeAndSeeVectorization) {
   EXPECT_GT(f1[kStoreFeatures + 7], f0[kStoreFeatures + 7]);  // mean vector lanes
 }
 
+TEST(Autotune, CostModelFollowsTheRowsThatCountMost) {
+  // Two sources disagree on the same programs; the model sides with the important one.
+  std::vector<std::vector<float>> rows;
+  std::vector<float> labels, importance;
+  for (int source = 0; source < 2; ++source)
+    for (int i = 0; i < 40; ++i) {
+      std::vector<float> f(kProgramFeatures, 0.f);
+      f[0] = float(i);
+      rows.push_back(f);
+      labels.push_back(source == 0 ? i / 40.f : 1 - i / 40.f);
+      importance.push_back(source == 0 ? 1.f : 0.02f);
+    }
+  CostModel m;
+  m.train(rows, labels, importance);
+  std::vector<float> p = m.predict({rows[5], rows[35]});
+  EXPECT_LT(p[0], p[1]);
+}
+
 // Trained on real measurements of one machine (the first target in a log of tuning_logs/;
 // costs of different CPUs do not compare), the model ranks held-out candidates much better
 // than chance.
