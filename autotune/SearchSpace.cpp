@@ -227,6 +227,32 @@ int64_t axis_extent(Schedule& s, const std::string& stage, const std::string& ax
   return st.axes[st.find_axis(axis)].extent;
 }
 
+// A tiled stage's register block (its S3 loops: `block`, then the `vector` loop) and the
+// innermost reduction loop around it (R1's last).
+struct MicroKernel {
+  std::string stage;
+  std::vector<std::string> block;
+  std::string vector;
+  std::string reduce;
+};
+
+// Unrolls the register block, and the innermost reduction loop around it when the copies
+// stay within 512 vector statements. The auto-unroll pragma rarely gets there: 64 covers
+// the block but not the reduction step around it, and 512 also unrolls the S2 loops of a
+// larger cache-write block (the model soon learns 512 is bad on average: 110 of 4,524
+// conv records used it). Only for micro-kernel blocks: unrolling the reduction step of
+// the other cache-write forms made 10 of 12 top conv candidates slower, some by half.
+void unroll_micro_kernel(Schedule& s, const MicroKernel& k, int lanes) {
+  int64_t copies = 1;
+  for (auto& a : k.block) copies *= axis_extent(s, k.stage, a);
+  if (copies > 64) return;  // far beyond the registers: leave it to the pragma
+  for (auto& a : k.block)
+    if (axis_extent(s, k.stage, a) > 1) s[k.stage].unroll(a);
+  int64_t vectors = (axis_extent(s, k.stage, k.vector) + lanes - 1) / lanes;
+  int64_t r = k.reduce.empty() ? 1 : axis_extent(s, k.stage, k.reduce);
+  if (r > 1 && r * copies * vectors <= 512) s[k.stage].unroll(k.reduce);
+}
+
 }  // namespace
 
 SearchSpace::SearchSpace(const Workload& w, const Target& t) : w_(w), target_(t) {
@@ -289,7 +315,8 @@ std::vector<std::string> SearchSpace::sketch_names() const {
     std::vector<std::string> opts;
     if (in.multi_level_tiling) {
       if (!in.fused_consumer.empty()) opts = {in.name + ":tile+fuse@1", in.name + ":tile+fuse@2"};
-      else if (in.output) opts = {in.name + ":tile+cache_write@1", in.name + ":tile+cache_write@2", in.name + ":tile"};
+      else if (in.output) opts = {in.name + ":tile+cache_write@1", in.name + ":tile+cache_write@2", in.name + ":tile",
+                               in.name + ":tile+micro_kernel"};
       else opts = {in.name + ":tile"};
     } else if (in.needs_rfactor) {
       opts = {in.name + ":plain", in.name + ":rfactor"};
@@ -356,8 +383,12 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
     if (!inner.empty()) s[st].vectorize(inner);
   };
   // The multi-level tiled stage `m`, optionally computed inside `outer` (a cache-write
-  // copy or a fused consumer with the same iteration space).
-  auto tile = [&](const std::string& m, const std::string& outer) {
+  // copy or a fused consumer with the same iteration space). A `micro` kernel is the
+  // cache-write form of hand-written micro-kernels: the block is just S3 (S2 = 1),
+  // computed inside the consumer's level-2 loop so the whole reduction runs on accumulators
+  // held in registers, and the block with the innermost reduction loop around it is
+  // unrolled (see unroll_micro_kernel).
+  auto tile = [&](const std::string& m, const std::string& outer, bool micro) {
     Operation keep = s.state().stage(m).op;  // pack replaces the stage's op; keep this one alive
     const OperationNode* op = keep.get();
     std::vector<std::vector<int64_t>> sf, rf;
@@ -377,7 +408,11 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
       sf.clear();
       for (size_t d = 0; d < op->axis.size(); ++d) {
         bool last = d + 1 == op->axis.size();
-        sf.push_back(tr.tile(op->axis[d].extent(), 3, last ? 2 * lanes : 16, last ? lanes : 0));
+        // A micro-kernel prefers two vectors per accumulator row: each broadcast input
+        // value then feeds twice the FMAs (the hand-written AVX2 kernels' 16-lane rows).
+        int64_t prefer = micro ? 2 * lanes : lanes;
+        sf.push_back(tr.tile(op->axis[d].extent(), 3, last ? 2 * lanes : 16, last ? prefer : 0));
+        if (micro) sf.back()[1] = 1;
       }
       int64_t regs = (sf.back()[2] + lanes - 1) / lanes;
       for (size_t d = 0; d + 1 < sf.size(); ++d) regs *= sf[d][2];
@@ -420,6 +455,7 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
       for (auto* lv : {&o0, &o1, &o2}) for (auto& x : *lv) oorder.push_back(x);
       s[outer].reorder(oorder);
       int64_t level = 1 + tr.choice(2);
+      if (micro) level = 2;
       std::string par = parallel_outer(outer, o0);
       std::string at = level == 1 ? o0.back() : o1.back();
       if (s.state().stage(outer).find_axis(at) >= 0 &&
@@ -435,6 +471,11 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
     std::string vec = sl.back()[3];
     if (axis_extent(s, m, vec) > 1) s[m].vectorize(vec);
     unroll_pragma(m);
+    if (micro) {
+      std::vector<std::string> block;
+      for (size_t d = 0; d + 1 < sl.size(); ++d) block.push_back(sl[d][3]);
+      unroll_micro_kernel(s, {m, block, vec, rl.empty() ? "" : rl.back()[1]}, lanes);
+    }
   };
 
   // Cheap element-wise producers disappear into their consumers.
@@ -447,17 +488,18 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
     if (s.state().find_stage(in.name) < 0) continue;
     if (in.multi_level_tiling) {
       if (!in.fused_consumer.empty()) {
-        tile(in.name, in.fused_consumer);
+        tile(in.name, in.fused_consumer, false);
       } else if (in.output) {
-        int64_t variant = tr.choice(2);  // 0: accumulate in a cache-write block, 1: in place
-        if (variant == 0) {
-          std::string local = s.cache_write(s.tensor(in.name), "local").name();
-          tile(local, in.name);
+        // 0: accumulate in a cache-write block, 1: in place, 2: a micro-kernel's block
+        int64_t variant = tr.choice(3);
+        if (variant == 1) {
+          tile(in.name, "", false);
         } else {
-          tile(in.name, "");
+          std::string local = s.cache_write(s.tensor(in.name), "local").name();
+          tile(local, in.name, variant == 2);
         }
       } else {
-        tile(in.name, "");
+        tile(in.name, "", false);
       }
       continue;
     }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 
@@ -116,6 +117,28 @@ TEST(Autotune, GemmSpacePacksTheStridedOperandIntoBlocks) {
     ASSERT_LE(error_vs_default(w, c.steps), 1e-3) << c.key;
   }
   EXPECT_EQ(packed, 3);
+}
+
+TEST(Autotune, MicroKernelSketchUnrollsItsBlockAndInnermostReduction) {
+  // The micro-kernel form keeps the whole reduction on a register block: the cache-write
+  // stage is computed inside the consumer's second tile level, its S2 level is 1, and the
+  // block with the channel loop around it (ici, 16 here) is straight-line code.
+  Workload w = make_workload("conv2d_nchwc", parse_shape("C=32,H=7,W=7,K=32,R=3,S=3,pad=1"));
+  SearchSpace space(w, Target::host());
+  std::mt19937_64 rng(11);
+  int micro = 0;
+  for (int i = 0; i < 60 && micro < 3; ++i) {
+    Candidate c = space.sample(rng);
+    if (c.key.find(R"(["unroll","conv.local","ici.inner"])") == std::string::npos) continue;
+    ++micro;
+    std::map<std::string, int64_t> factor;  // split factor = extent of the inner part
+    for (const Step& st : c.steps)
+      if (st.kind == Step::Split && st.stage == "conv.local") factor[st.axes[0]] = st.ints[0];
+    for (std::string x : {"j", "k", "l", "m"})  // S2 * S3 == S3
+      EXPECT_EQ(factor[x + ".inner"], factor[x + ".inner.inner"]) << x << ": " << c.key;
+    ASSERT_LE(error_vs_default(w, c.steps), 1e-3) << c.key;
+  }
+  EXPECT_EQ(micro, 3);
 }
 
 TEST(Autotune, TileSizesNeedNotDivide) {
