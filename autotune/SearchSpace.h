@@ -3,8 +3,9 @@
  *
  * A candidate is the output of one generator program that walks the stages (consumers
  * first) and applies sketch rules: inline cheap element-wise stages; tile stages with data
- * reuse at several levels (S S R S R S); accumulate them in a cache-write stage or fuse
- * them into an element-wise consumer; choose compute locations; parallelize the outer
+ * reuse at several levels (S S R S R S); accumulate them in a cache-write stage (or one
+ * that is just the register block, as a micro-kernel) or fuse them into an element-wise
+ * consumer; choose compute locations; parallelize the outer
  * loops, vectorize the inner one and pick an auto-unroll depth. Every random choice is a
  * Decision. Replaying the decisions gives the same steps; mutating one decision and
  * replaying gives a neighbour. Tile factors need not divide their extent. */
