@@ -387,7 +387,9 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
   // cache-write form of hand-written micro-kernels: the block is just S3 (S2 = 1),
   // computed inside the consumer's level-2 loop so the whole reduction runs on accumulators
   // held in registers, and the block with the innermost reduction loop around it is
-  // unrolled (see unroll_micro_kernel).
+  // unrolled (see unroll_micro_kernel). ResNet-50 conv 256@14 3x3 on AVX2, 96 trials from
+  // scratch, best kernels timed side by side: 71.9 GFLOP/s with this form, 61.0 without
+  // (62.6 for the best of 1,384 earlier trials); conv 1x1 1024->256: 67.0 against 64.7.
   auto tile = [&](const std::string& m, const std::string& outer, bool micro) {
     Operation keep = s.state().stage(m).op;  // pack replaces the stage's op; keep this one alive
     const OperationNode* op = keep.get();
