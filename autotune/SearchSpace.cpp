@@ -227,30 +227,23 @@ int64_t axis_extent(Schedule& s, const std::string& stage, const std::string& ax
   return st.axes[st.find_axis(axis)].extent;
 }
 
-// A tiled stage's register block (its S3 loops: `block`, then the `vector` loop) and the
-// innermost reduction loop around it (R1's last).
-struct MicroKernel {
-  std::string stage;
-  std::vector<std::string> block;
-  std::string vector;
-  std::string reduce;
-};
-
-// Unrolls the register block, and the innermost reduction loop around it when the copies
+// Unrolls a tiled stage's register block (its S3 loops: `block`, then the `vector` loop),
+// and the innermost reduction loop around it (R1's last, `reduce`) when the copies
 // stay within 512 vector statements. The auto-unroll pragma rarely gets there: 64 covers
 // the block but not the reduction step around it, and 512 also unrolls the S2 loops of a
 // larger cache-write block (the model soon learns 512 is bad on average: 110 of 4,524
 // conv records used it). Only for micro-kernel blocks: unrolling the reduction step of
 // the other cache-write forms made 10 of 12 top conv candidates slower, some by half.
-void unroll_micro_kernel(Schedule& s, const MicroKernel& k, int lanes) {
+void unroll_micro_kernel(Schedule& s, const std::string& stage, const std::vector<std::string>& block,
+                         const std::string& vector, const std::string& reduce, int lanes) {
   int64_t copies = 1;
-  for (auto& a : k.block) copies *= axis_extent(s, k.stage, a);
+  for (auto& a : block) copies *= axis_extent(s, stage, a);
   if (copies > 64) return;  // far beyond the registers: leave it to the pragma
-  for (auto& a : k.block)
-    if (axis_extent(s, k.stage, a) > 1) s[k.stage].unroll(a);
-  int64_t vectors = (axis_extent(s, k.stage, k.vector) + lanes - 1) / lanes;
-  int64_t r = k.reduce.empty() ? 1 : axis_extent(s, k.stage, k.reduce);
-  if (r > 1 && r * copies * vectors <= 512) s[k.stage].unroll(k.reduce);
+  for (auto& a : block)
+    if (axis_extent(s, stage, a) > 1) s[stage].unroll(a);
+  int64_t vectors = (axis_extent(s, stage, vector) + lanes - 1) / lanes;
+  int64_t r = reduce.empty() ? 1 : axis_extent(s, stage, reduce);
+  if (r > 1 && r * copies * vectors <= 512) s[stage].unroll(reduce);
 }
 
 }  // namespace
@@ -457,7 +450,7 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
       for (auto* lv : {&o0, &o1, &o2}) for (auto& x : *lv) oorder.push_back(x);
       s[outer].reorder(oorder);
       int64_t level = 1 + tr.choice(2);
-      if (micro) level = 2;
+      if (micro) level = 2;  // still drawn above, so a mutation to another form keeps its place
       std::string par = parallel_outer(outer, o0);
       std::string at = level == 1 ? o0.back() : o1.back();
       if (s.state().stage(outer).find_axis(at) >= 0 &&
@@ -476,7 +469,7 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
     if (micro) {
       std::vector<std::string> block;
       for (size_t d = 0; d + 1 < sl.size(); ++d) block.push_back(sl[d][3]);
-      unroll_micro_kernel(s, {m, block, vec, rl.empty() ? "" : rl.back()[1]}, lanes);
+      unroll_micro_kernel(s, m, block, vec, rl.empty() ? "" : rl.back()[1], lanes);
     }
   };
 
