@@ -66,12 +66,19 @@ float label(double best, double seconds) {
 constexpr int kFinalRounds = 3;  // rounds of the finals (see remeasure_best)
 constexpr double kTrustAccuracy = 0.6;  // pairwise ranking accuracy that lets the model guide
 
-// Best time measured for the task; `searched` leaves out the default schedule (the only
-// record without decisions), which is what the search itself found.
-double best_seconds(const TaskState& t, bool searched = false) {
+// Best time measured for the task.
+double best_seconds(const TaskState& t) {
   double b = INFINITY;
+  for (auto& m : t.measured) b = std::min(b, m.seconds);
+  return b;
+}
+
+// The fastest valid program the search itself found: the default schedule (the only
+// record without decisions) left out. Null before the search found one.
+const Measured* best_searched(const TaskState& t) {
+  const Measured* b = nullptr;
   for (auto& m : t.measured)
-    if (!searched || !m.cand.decisions.empty()) b = std::min(b, m.seconds);
+    if (!m.cand.decisions.empty() && std::isfinite(m.seconds) && (!b || m.seconds < b->seconds)) b = &m;
   return b;
 }
 
@@ -135,9 +142,12 @@ class Tuner {
     t.stale_rounds = improved ? 0 : t.stale_rounds + 1;
     t.best_history.push_back(best);
     // The search's own progress: its trials (not the default's measurement) and its best.
-    double found = best_seconds(t, true);
+    const Measured* found = best_searched(t);
     int searched = int(std::count_if(t.measured.begin(), t.measured.end(), [](auto& m) { return !m.cand.decisions.empty(); }));
-    t.result.curve.emplace_back(searched, std::isfinite(found) && t.w.flops > 0 ? t.w.flops / found / 1e9 : 0);
+    double gflops = found && t.w.flops > 0 ? t.w.flops / found->seconds / 1e9 : 0;
+    if (found && (t.result.improvements.empty() || gflops > t.result.curve.back().second))
+      t.result.improvements.emplace_back(searched, found->cand.steps);
+    t.result.curve.emplace_back(searched, gflops);
     retrain();
     report(t);
   }

@@ -4,16 +4,90 @@
 // workloads in tuning_logs/ as the cost model's history (transfer; the benchmarked
 // workload's own records are never used). Prints the curve points and the number of trials
 // each guided search needed to reach the random search's final best.
+//
+// The searches run one after another, minutes apart, and this machine's speed drifts by
+// more than the searches differ. So the kernels behind every step of the three curves are
+// also timed again here, side by side in interleaved rounds, and the comparison is made
+// twice: on the searches' own timings ("search") and on the side-by-side ones ("retimed").
 //   bench_search [trials [seed...]]   (default 160 trials, seed 42)
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
 
+#include "Harness.h"
 #include "tessel/autotune.h"
+#include "tessel/tessel.h"
 
 using namespace tessel;
 using namespace tessel::autotune;
+
+namespace {
+
+using Curve = std::vector<std::pair<int, double>>;
+
+// GFLOP/s of every kernel behind the curves' steps, timed side by side (by steps text).
+std::map<std::string, double> retime(const Workload& w, const std::map<std::string, TaskResult>& res) {
+  std::vector<Buffer> args;
+  for (size_t i = 0; i < w.args.size(); ++i) {
+    args.emplace_back(w.args[i].shape(), w.args[i].dtype());
+    args.back().fill_random(i + 1);
+  }
+  std::vector<void*> ptrs;
+  for (auto& b : args) ptrs.push_back(b.raw());
+  std::map<std::string, Module> kernels;
+  for (auto& [impl, r] : res)
+    for (auto& [t, steps] : r.improvements) {
+      std::string key = steps_to_json(steps);
+      if (!kernels.count(key)) kernels.emplace(key, build(Schedule::replay(w.outputs, steps), w.args));
+    }
+  bench::Impls impls;
+  for (auto& [key, m] : kernels) impls.emplace_back(key, [&m = m, p = ptrs]() mutable { m.call_raw(p.data()); });
+  std::map<std::string, double> gflops;
+  for (auto& [key, sec] : bench::time_interleaved(impls, 5)) gflops[key] = w.flops / sec / 1e9;
+  return gflops;
+}
+
+// A search's curve with its kernels' side-by-side timings: after each round, the fastest
+// of the kernels it had found by then.
+Curve retimed_curve(const TaskResult& r, const std::map<std::string, double>& gflops) {
+  Curve out;
+  for (auto& [t, g] : r.curve) {
+    double best = 0;
+    for (auto& [ti, steps] : r.improvements)
+      if (ti <= t) best = std::max(best, gflops.at(steps_to_json(steps)));
+    out.emplace_back(t, best);
+  }
+  return out;
+}
+
+// For each guided search: the trials it needed to reach the random search's final best
+// (and within 1% of it: timings of one kernel differ by about that between runs).
+template <class CurveOf>
+void report(const Workload& w, const std::map<std::string, TaskResult>& res, int trials, uint64_t seed,
+            const char* timing, CurveOf curve_of) {
+  for (auto& [impl, r] : res)
+    for (auto& [t, g] : curve_of(r))
+      std::printf("{\"bench\": \"search\", \"shape\": \"%s\", \"impl\": \"%s\", \"timing\": \"%s\", \"trials\": %d, "
+                  "\"gflops\": %.1f}\n", w.key().c_str(), impl.c_str(), timing, t, g);
+  double target = curve_of(res.at("random")).back().second;
+  for (std::string impl : {"guided", "guided+history"}) {
+    Curve c = curve_of(res.at(impl));
+    int reach = -1, near = -1;
+    for (auto& [t, g] : c) {
+      if (near < 0 && g >= 0.99 * target) near = t;
+      if (reach < 0 && g >= target) reach = t;
+    }
+    std::printf("{\"bench\": \"search\", \"shape\": \"%s\", \"impl\": \"%s\", \"timing\": \"%s\", \"seed\": %llu, "
+                "\"budget\": %d, \"random_final_gflops\": %.1f, \"final_gflops\": %.1f, "
+                "\"trials_to_random_final\": %d, \"ratio\": %.2f, \"trials_to_99pct\": %d}\n",
+                w.key().c_str(), impl.c_str(), timing, (unsigned long long)seed, trials, target, c.back().second, reach,
+                reach > 0 ? double(reach) / trials : -1.0, near);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   int trials = argc > 1 ? std::atoi(argv[1]) : 160;
@@ -39,26 +113,10 @@ int main(int argc, char** argv) {
         if (impl == "guided+history") o.history = history;
         o.remeasure_top = 0;  // compare the search itself
         res[impl] = tune(w, o);
-        for (auto& [t, g] : res[impl].curve)
-          std::printf("{\"bench\": \"search\", \"shape\": \"%s\", \"impl\": \"%s\", \"trials\": %d, \"gflops\": %.1f}\n",
-                      w.key().c_str(), impl.c_str(), t, g);
-        std::fflush(stdout);
       }
-      double target = res["random"].curve.back().second;
-      for (std::string impl : {"guided", "guided+history"}) {
-        // Also within 1% of it: timings of one kernel differ by about that between runs.
-        int reach = -1, near = -1;
-        for (auto& [t, g] : res[impl].curve) {
-          if (near < 0 && g >= 0.99 * target) near = t;
-          if (reach < 0 && g >= target) reach = t;
-        }
-        std::printf("{\"bench\": \"search\", \"shape\": \"%s\", \"impl\": \"%s\", \"seed\": %llu, \"budget\": %d, "
-                    "\"random_final_gflops\": %.1f, \"final_gflops\": %.1f, "
-                    "\"trials_to_random_final\": %d, \"ratio\": %.2f, \"trials_to_99pct\": %d}\n",
-                    w.key().c_str(), impl.c_str(), (unsigned long long)seed, trials, target,
-                    res[impl].curve.back().second, reach, reach > 0 ? double(reach) / trials : -1.0, near);
-      }
-      std::fflush(stdout);
+      report(w, res, trials, seed, "search", [](const TaskResult& r) { return r.curve; });
+      auto retimed = retime(w, res);
+      report(w, res, trials, seed, "retimed", [&](const TaskResult& r) { return retimed_curve(r, retimed); });
     }
   }
   return 0;

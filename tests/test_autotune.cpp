@@ -477,6 +477,29 @@ TEST(Autotune, ManyTasksShareOneBudget) {
   EXPECT_EQ(merge_logs({o.log, o.log}, tmp("merged.json")), 2 * int(read_log(o.log).size()));
 }
 
+// The curve follows the search's best, and each of its steps names the logged program
+// behind it (bench_search times those again side by side).
+TEST(Autotune, CurveStepsNameTheirPrograms) {
+  Workload w = make_workload("matmul", parse_shape("M=32,N=32,K=32"));
+  TuneOptions o = small(16);
+  o.remeasure_top = 0;
+  o.log = tmp("curve.json");
+  TaskResult r = tune(w, o);
+  ASSERT_FALSE(r.curve.empty());
+  ASSERT_FALSE(r.improvements.empty());
+  std::map<std::string, double> logged;  // gflops by steps
+  for (auto& rec : read_log(o.log))
+    if (rec.ok()) logged[steps_to_json(rec.steps)] = w.flops / rec.mean_cost() / 1e9;
+  for (size_t i = 1; i < r.curve.size(); ++i) EXPECT_GE(r.curve[i].second, r.curve[i - 1].second);
+  for (auto& [t, steps] : r.improvements) {
+    auto point = std::find_if(r.curve.begin(), r.curve.end(), [t = t](auto& p) { return p.first == t; });
+    ASSERT_NE(point, r.curve.end()) << t;
+    ASSERT_TRUE(logged.count(steps_to_json(steps)));
+    EXPECT_NEAR(logged[steps_to_json(steps)], point->second, 1e-6 * point->second);
+  }
+  EXPECT_NEAR(logged[steps_to_json(r.improvements.back().second)], r.curve.back().second, 1e-6 * r.curve.back().second);
+}
+
 TEST(Autotune, BadOptionsAreClearErrors) {
   Workload w = make_workload("matmul", parse_shape("M=8,N=8,K=8"));
   TuneOptions o;

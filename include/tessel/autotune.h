@@ -102,6 +102,9 @@ struct TaskResult {
   // After each round: (trials of the search so far, best GFLOP/s it found); the default
   // schedule's measurement is left out of both.
   std::vector<std::pair<int, double>> curve;
+  // The programs behind the curve: (trials, steps) at the end of each round that improved
+  // the search's best, so a benchmark can time them again side by side.
+  std::vector<std::pair<int, std::vector<Step>>> improvements;
 };
 
 TaskResult tune(const Workload& w, const TuneOptions& opts);
