@@ -2,12 +2,15 @@
 // by the cost model, plus a random share), measure them in worker processes, append the
 // records to the log, retrain the model. A task scheduler picks the task of each round.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "autotune/CostModel.h"
 #include "autotune/Features.h"
@@ -50,6 +53,46 @@ std::vector<float> program_features_of(const Workload& w, const std::vector<Step
   } catch (const Error&) {
     return {};  // a candidate that does not lower scores nothing; measuring it would fail the same way
   }
+}
+
+// Features of many programs, lowered on all cores at once: lowering a few thousand
+// candidates a round is most of what the guided search adds to a round's time (conv2d:
+// ~12 ms each), and the workers are idle meanwhile. Lowering shares only the immutable
+// compute definition between threads.
+std::vector<std::vector<float>> program_features_of(const Workload& w,
+                                                    const std::vector<const std::vector<Step>*>& steps) {
+  std::vector<std::vector<float>> out(steps.size());
+  std::atomic<size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto work = [&] {
+    try {
+      for (size_t i; (i = next++) < steps.size();) out[i] = program_features_of(w, *steps[i]);
+    } catch (...) {  // an internal error: raised again in the caller's thread
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      failure = std::current_exception();
+      next = steps.size();
+    }
+  };
+  size_t n_threads = std::min<size_t>(steps.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < n_threads; ++i) threads.emplace_back(work);
+  work();
+  for (auto& th : threads) th.join();
+  if (failure) std::rethrow_exception(failure);
+  return out;
+}
+
+// Fills the task's feature cache for these candidates (in parallel, see above).
+void cache_features(TaskState& t, const std::vector<const Candidate*>& cands) {
+  std::vector<const Candidate*> todo;
+  std::set<std::string> seen;
+  for (auto* c : cands)
+    if (!t.features.count(c->key) && seen.insert(c->key).second) todo.push_back(c);
+  std::vector<const std::vector<Step>*> steps;
+  for (auto* c : todo) steps.push_back(&c->steps);
+  auto rows = program_features_of(t.w, steps);
+  for (size_t i = 0; i < todo.size(); ++i) t.features.emplace(todo[i]->key, std::move(rows[i]));
 }
 
 const std::vector<float>& features_of(TaskState& t, const Candidate& c) {
@@ -203,6 +246,9 @@ class Tuner {
 
     std::map<std::string, std::pair<float, Candidate>> top;  // unmeasured, by predicted score
     for (int g = 0; g <= opts_.generations; ++g) {
+      std::vector<const Candidate*> each;
+      for (auto& c : pop) each.push_back(&c);
+      cache_features(t, each);
       std::vector<std::vector<float>> rows;
       std::vector<size_t> valid;
       for (size_t i = 0; i < pop.size(); ++i) {
@@ -320,12 +366,13 @@ class Tuner {
         continue;
       }
       double best = INFINITY;
-      for (auto& r : recs) best = std::min(best, r.mean_cost());
-      for (auto& r : recs) {
-        std::vector<float> f = program_features_of(w, r.steps);
-        if (f.empty()) continue;
-        history_rows_.push_back(std::move(f));
-        history_labels_.push_back(label(best, r.mean_cost()));
+      std::vector<const std::vector<Step>*> steps;
+      for (auto& r : recs) best = std::min(best, r.mean_cost()), steps.push_back(&r.steps);
+      std::vector<std::vector<float>> rows = program_features_of(w, steps);
+      for (size_t i = 0; i < recs.size(); ++i) {
+        if (rows[i].empty()) continue;
+        history_rows_.push_back(std::move(rows[i]));
+        history_labels_.push_back(label(best, recs[i].mean_cost()));
         history_kin_.push_back(tuned_ops.count(w.op) > 0);
       }
     }
@@ -345,6 +392,9 @@ class Tuner {
     std::vector<float> labels = history_labels_;
     std::vector<float> importance;
     for (auto& t : tasks_) {
+      std::vector<const Candidate*> each;
+      for (auto& m : t->measured) each.push_back(&m.cand);
+      cache_features(*t, each);
       double best = best_seconds(*t);
       for (auto& m : t->measured) {
         const auto& f = features_of(*t, m.cand);
