@@ -188,8 +188,9 @@ class Tuner {
     const Measured* found = best_searched(t);
     int searched = int(std::count_if(t.measured.begin(), t.measured.end(), [](auto& m) { return !m.cand.decisions.empty(); }));
     double gflops = found && t.w.flops > 0 ? t.w.flops / found->seconds / 1e9 : 0;
-    if (found && (t.result.improvements.empty() || gflops > t.result.curve.back().second))
-      t.result.improvements.emplace_back(searched, found->cand.steps);
+    auto& improvements = t.result.improvements;
+    if (found && (improvements.empty() || steps_to_json(improvements.back().second) != found->cand.key))
+      improvements.emplace_back(searched, found->cand.steps);
     t.result.curve.emplace_back(searched, gflops);
     retrain();
     report(t);
