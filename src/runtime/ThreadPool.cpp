@@ -1,5 +1,5 @@
-// A fixed pool of worker threads for parallel loops. The calling thread takes the first
-// chunk itself, so a 2-thread run uses one worker. Workers spin briefly before sleeping:
+// A fixed pool of worker threads for parallel loops. The calling thread works too, so a
+// 2-thread run uses one worker. Workers spin briefly before sleeping:
 // kernels launch parallel loops back to back and a futex wake-up per launch would cost
 // more than small loop bodies.
 #include <pthread.h>
@@ -48,12 +48,14 @@ class ThreadPool {
     std::lock_guard<std::mutex> run(run_mu_);
     {
       std::lock_guard<std::mutex> lk(mu_);
-      task_ = task, closure_ = closure, begin_ = begin, end_ = end, chunks_ = chunks;
+      task_ = task, closure_ = closure, end_ = end, chunks_ = chunks;
+      grain_ = std::max<int64_t>(1, n / (4 * int64_t(chunks)));
+      next_.store(begin);
       pending_.store(chunks - 1);
       generation_.fetch_add(1);
     }
     cv_.notify_all();
-    task(begin, chunk_end(0), closure);
+    take_runs(task, closure);
     while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   }
 
@@ -79,8 +81,13 @@ class ThreadPool {
   }
   ~ThreadPool() { stop_workers(); }
 
-  int64_t chunk_begin(int c) const { return begin_ + (end_ - begin_) * c / chunks_; }
-  int64_t chunk_end(int c) const { return begin_ + (end_ - begin_) * (c + 1) / chunks_; }
+  // Threads take runs of grain_ iterations from a shared counter (about four per thread)
+  // instead of one fixed share each: on a shared machine one core is often slowed down,
+  // and the other then takes more of the loop instead of waiting for it.
+  void take_runs(void (*task)(int64_t, int64_t, void*), void* closure) {
+    for (int64_t i; (i = next_.fetch_add(grain_, std::memory_order_relaxed)) < end_;)
+      task(i, std::min(i + grain_, end_), closure);
+  }
 
   void start_workers() {
     stopping_ = false;
@@ -113,7 +120,7 @@ class ThreadPool {
       bool mine = id < chunks_;
       lk.unlock();
       if (mine) {
-        task(chunk_begin(id), chunk_end(id), closure);
+        take_runs(task, closure);
         pending_.fetch_sub(1, std::memory_order_release);
       }
     }
@@ -128,7 +135,8 @@ class ThreadPool {
   bool stopping_ = false;
   void (*task_)(int64_t, int64_t, void*) = nullptr;
   void* closure_ = nullptr;
-  int64_t begin_ = 0, end_ = 0;
+  std::atomic<int64_t> next_{0};
+  int64_t end_ = 0, grain_ = 1;
   int chunks_ = 1;
   static thread_local bool in_worker_;
 };
