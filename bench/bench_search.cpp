@@ -16,6 +16,7 @@
 #include <string>
 
 #include "Harness.h"
+#include "Kernels.h"
 #include "tessel/autotune.h"
 #include "tessel/tessel.h"
 
@@ -28,13 +29,7 @@ using Curve = std::vector<std::pair<int, double>>;
 
 // GFLOP/s of every kernel behind the curves' steps, timed side by side (by steps text).
 std::map<std::string, double> retime(const Workload& w, const std::map<std::string, TaskResult>& res) {
-  std::vector<Buffer> args;
-  for (size_t i = 0; i < w.args.size(); ++i) {
-    args.emplace_back(w.args[i].shape(), w.args[i].dtype());
-    args.back().fill_random(i + 1);
-  }
-  std::vector<void*> ptrs;
-  for (auto& b : args) ptrs.push_back(b.raw());
+  std::vector<Buffer> args = bench::make_args(w);
   std::map<std::string, Module> kernels;
   for (auto& [impl, r] : res)
     for (auto& [t, steps] : r.improvements) {
@@ -42,7 +37,7 @@ std::map<std::string, double> retime(const Workload& w, const std::map<std::stri
       if (!kernels.count(key)) kernels.emplace(key, build(Schedule::replay(w.outputs, steps), w.args));
     }
   bench::Impls impls;
-  for (auto& [key, m] : kernels) impls.emplace_back(key, [&m = m, p = ptrs]() mutable { m.call_raw(p.data()); });
+  for (auto& [key, m] : kernels) impls.emplace_back(key, bench::runner(m, args));
   std::map<std::string, double> gflops;
   for (auto& [key, sec] : bench::time_interleaved(impls, 5)) gflops[key] = w.flops / sec / 1e9;
   return gflops;

@@ -9,6 +9,7 @@
 #include <dnnl.hpp>
 
 #include "Harness.h"
+#include "Kernels.h"
 #include "tessel/autotune.h"
 #include "tessel/ops.h"
 #include "tessel/tessel.h"
@@ -17,19 +18,6 @@ using namespace tessel;
 using namespace tessel::autotune;
 
 namespace {
-std::vector<Buffer> make_args(const Workload& w) {
-  std::vector<Buffer> args;
-  for (size_t i = 0; i < w.args.size(); ++i) {
-    args.emplace_back(w.args[i].shape(), w.args[i].dtype());
-    args.back().fill_random(i + 1);
-  }
-  return args;
-}
-std::function<void()> runner(const Module& m, const std::vector<Buffer>& args) {
-  std::vector<void*> p;
-  for (auto& b : args) p.push_back(b.raw());
-  return [&m, p]() mutable { m.call_raw(p.data()); };
-}
 // "search" when the log's best is a schedule the search found, "default" when nothing it
 // found beat the default schedule (the tuner logs that too), "none" without a record.
 std::string source(const std::string& log, const Workload& w) {
@@ -52,7 +40,7 @@ int main(int argc, char** argv) {
     bool found = false;
     Module tuned = build_best(log, w, Target::host(), &found);
     Module dflt = build(ops::default_schedule(w.outputs), w.args);
-    auto args = make_args(w);
+    auto args = bench::make_args(w);
     std::string from = ", \"tuned_from\": \"" + source(log, w) + "\"";
     float* a = args[0].data<float>();
     float* b = args[1].data<float>();
@@ -61,12 +49,12 @@ int main(int argc, char** argv) {
     for (int t : {1, 2}) {
       set_num_threads(t);
       openblas_set_num_threads(t);
-      bench::Impls impls = {{"tessel-default", runner(dflt, args)},
+      bench::Impls impls = {{"tessel-default", bench::runner(dflt, args)},
                             {"openblas", [=] {
                                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, in, in, in, 1.f, a, in, b, in,
                                            0.f, c, in);
                              }}};
-      if (found) impls.insert(impls.begin(), {"tessel-tuned", runner(tuned, args)});
+      if (found) impls.insert(impls.begin(), {"tessel-tuned", bench::runner(tuned, args)});
       for (auto& [impl, sec] : bench::time_interleaved(impls))
         gemm.add(shape, impl, t, w.flops / sec / 1e9, impl == "tessel-tuned" ? from : "");
     }
@@ -93,7 +81,7 @@ int main(int argc, char** argv) {
     bool found = false;
     Module tuned = build_best(log, w, Target::host(), &found);
     Module dflt = build(ops::default_schedule(w.outputs), w.args);
-    auto args = make_args(w);
+    auto args = bench::make_args(w);
     std::string from = ", \"tuned_from\": \"" + source(log, w) + "\"";
     int64_t OH = (s["H"] + 2 * s["pad"] - s["R"]) / s["stride"] + 1;
     using dt = dnnl::memory::data_type;
@@ -113,11 +101,11 @@ int main(int argc, char** argv) {
       std::fill_n(static_cast<float*>(src.get_data_handle()), pd.src_desc().get_size() / 4, 0.5f);
       std::fill_n(static_cast<float*>(wei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
       dnnl::convolution_forward prim(pd);
-      bench::Impls impls = {{"tessel-default", runner(dflt, args)}, {"onednn", [&] {
+      bench::Impls impls = {{"tessel-default", bench::runner(dflt, args)}, {"onednn", [&] {
                                prim.execute(strm, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
                                strm.wait();
                              }}};
-      if (found) impls.insert(impls.begin(), {"tessel-tuned", runner(tuned, args)});
+      if (found) impls.insert(impls.begin(), {"tessel-tuned", bench::runner(tuned, args)});
       for (auto& [impl, sec] : bench::time_interleaved(impls))
         conv.add(shape, impl, t, w.flops / sec / 1e9, impl == "tessel-tuned" ? from : "");
     }

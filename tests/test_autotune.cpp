@@ -39,6 +39,18 @@ double error_vs_default(const Workload& w, const std::vector<Step>& steps) {
   return err;
 }
 
+// Up to `n` of `tries` fresh samples whose steps contain `step` (a JSON fragment).
+std::vector<Candidate> samples_with_step(const SearchSpace& space, uint64_t seed, const std::string& step, size_t n,
+                                         int tries) {
+  std::mt19937_64 rng(seed);
+  std::vector<Candidate> out;
+  for (int i = 0; i < tries && out.size() < n; ++i) {
+    Candidate c = space.sample(rng);
+    if (c.key.find(step) != std::string::npos) out.push_back(std::move(c));
+  }
+  return out;
+}
+
 TuneOptions small(int trials) {
   TuneOptions o;
   o.trials = trials;
@@ -108,15 +120,9 @@ TEST(Autotune, GemmSpacePacksTheStridedOperandIntoBlocks) {
   // into [N / b][K][b] blocks first. Those must be correct too, tails included (72 % 32).
   Workload w = make_workload("matmul", parse_shape("M=33,N=72,K=20"));
   SearchSpace space(w, Target::host());
-  std::mt19937_64 rng(7);
-  int packed = 0;
-  for (int i = 0; i < 40 && packed < 3; ++i) {
-    Candidate c = space.sample(rng);
-    if (c.key.find(R"(["pack","B",)") == std::string::npos) continue;
-    ++packed;
-    ASSERT_LE(error_vs_default(w, c.steps), 1e-3) << c.key;
-  }
-  EXPECT_EQ(packed, 3);
+  auto packed = samples_with_step(space, 7, R"(["pack","B",)", 3, 40);
+  for (auto& c : packed) ASSERT_LE(error_vs_default(w, c.steps), 1e-3) << c.key;
+  EXPECT_EQ(packed.size(), 3u);
 }
 
 TEST(Autotune, MicroKernelSketchUnrollsItsBlockAndInnermostReduction) {
@@ -125,12 +131,8 @@ TEST(Autotune, MicroKernelSketchUnrollsItsBlockAndInnermostReduction) {
   // block with the channel loop around it (ici, 16 here) is straight-line code.
   Workload w = make_workload("conv2d_nchwc", parse_shape("C=32,H=7,W=7,K=32,R=3,S=3,pad=1"));
   SearchSpace space(w, Target::host());
-  std::mt19937_64 rng(11);
-  int micro = 0;
-  for (int i = 0; i < 60 && micro < 3; ++i) {
-    Candidate c = space.sample(rng);
-    if (c.key.find(R"(["unroll","conv.local","ici.inner"])") == std::string::npos) continue;
-    ++micro;
+  auto micro = samples_with_step(space, 11, R"(["unroll","conv.local","ici.inner"])", 3, 60);
+  for (auto& c : micro) {
     std::map<std::string, int64_t> factor;  // split factor = extent of the inner part
     for (const Step& st : c.steps)
       if (st.kind == Step::Split && st.stage == "conv.local") factor[st.axes[0]] = st.ints[0];
@@ -138,7 +140,7 @@ TEST(Autotune, MicroKernelSketchUnrollsItsBlockAndInnermostReduction) {
       EXPECT_EQ(factor[x + ".inner"], factor[x + ".inner.inner"]) << x << ": " << c.key;
     ASSERT_LE(error_vs_default(w, c.steps), 1e-3) << c.key;
   }
-  EXPECT_EQ(micro, 3);
+  EXPECT_EQ(micro.size(), 3u);
 }
 
 TEST(Autotune, TileSizesNeedNotDivide) {
