@@ -176,3 +176,26 @@ TEST(CodeGen, ScratchBlocksAreReusedAcrossCalls) {
   EXPECT_NE(small, q);
   for (void* b : {r, big, small}) tessel_free(b);
 }
+
+// Index arithmetic is signed and does not wrap (nsw), so LLVM widens it to 64 bits once per
+// loop instead of sign-extending every address: in a parallel loop (whose bounds LLVM
+// cannot see) a 3x3 conv2d spent a lea + movslq on each weight load without it.
+TEST(CodeGen, IndexArithmeticIsNotSignExtendedPerAccess) {
+  Tensor A = placeholder({64, 100}, float32, "A");
+  Tensor B = placeholder({100, 64}, float32, "B");
+  IterVar k = reduce_axis(100, "k");
+  Tensor Y = compute({64, 64}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j), {k}); }, "Y");
+  Schedule s({Y});
+  s[Y].split("k", 4);
+  s[Y].reorder({"i", "k.outer", "j", "k.inner"});
+  s[Y].unroll("k.inner");
+  s[Y].parallel("i");
+  Module m = build(s, {A, B, Y});
+  std::string as = m.assembly();
+  int sign_extensions = 0;
+  for (size_t p = 0; (p = as.find("movslq", p)) != std::string::npos; ++p) ++sign_extensions;
+  EXPECT_LE(sign_extensions, 2) << "the parallel loop's bounds may be sign-extended, not its accesses:\n" << as;
+  Buffer a = ref::random(A.shape(), 1), b = ref::random(B.shape(), 2), y({64, 64}, float32);
+  m(a, b, y);
+  ref::expect_close(y, ref::matmul(a, b));
+}
