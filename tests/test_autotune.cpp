@@ -512,6 +512,14 @@ TEST(Autotune, BadOptionsAreClearErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("budget must be positive"), std::string::npos);
   }
+  o.trials = 4;
+  o.remeasure_top = -1;
+  try {
+    tune(w, o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the finals) must be 0 (none) or more, got -1"), std::string::npos);
+  }
   try {
     parse_shape("M=8,N=x");
     FAIL();

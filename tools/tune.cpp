@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
       ("repeat", po::value(&o.repeat)->default_value(3), "timing repeats per candidate")
       ("number", po::value(&o.number)->default_value(0), "runs per repeat (0: enough for --min-repeat-ms)")
       ("min-repeat-ms", po::value(&o.min_repeat_ms)->default_value(40), "minimum duration of one repeat")
+      ("finals", po::value(&o.remeasure_top)->default_value(3), "the best N programs of each workload (with all measurements of a resumed log) are measured again side by side at the end, and the fastest wins; 0 skips this")
       ("seed", po::value(&o.seed)->default_value(1), "random seed")
       ("threads", po::value(&o.threads)->default_value(0), "threads the kernels run with (0: all cores)")
       ("cost-model", po::value(&cost_model), "XGBoost model file: warm-start from it if it exists, save to it at the end")
@@ -150,6 +151,7 @@ int main(int argc, char** argv) {
     if (o.per_round <= 0) usage_error("--per-round must be positive");
     if (o.timeout <= 0) usage_error("--timeout must be positive");
     if (o.repeat <= 0) usage_error("--repeat must be positive");
+    if (o.remeasure_top < 0) usage_error("--finals must be 0 (no finals) or more");
     if (o.resume && log.empty()) usage_error("--resume needs --log");
     o.log = log;
     o.use_cost_model = !vm.count("random-search");
