@@ -13,7 +13,9 @@
 #include "autotune/Features.h"
 #include "autotune/Records.h"
 #include "autotune/SearchSpace.h"
+#include "ir/IRVisitor.h"
 #include "passes/Lower.h"
+#include "schedule/ScheduleState.h"
 #include "reference.h"
 
 using namespace tessel;
@@ -190,6 +192,34 @@ TEST(Autotune, FreshSamplesMostlyKeepRegisterAndCacheWriteBlocksSmall) {
   }
 }
 
+
+TEST(Autotune, ParallelLoopsGiveEveryCoreWorkAndPaddingIsOftenAtTheRoot) {
+  // Batch 1: the outermost loop has extent 1, and a parallel loop made of it alone is a
+  // serial kernel (one draw in five was). The output's parallel loop fuses outer loops
+  // until every core has an iteration, or fuses them all. The padding copy, computed per
+  // tile in every tuned ResNet-50 3x3 kernel, is drawn at the root (once, in parallel) often.
+  Workload w = make_workload("conv2d_nchwc", parse_shape("C=32,H=14,W=14,K=32,R=3,S=3,stride=1,pad=1"));
+  Target t = Target::host();
+  t.num_cores = 4;
+  SearchSpace space(w, t);
+  std::mt19937_64 rng(11);
+  int n = 60, pad_at_root = 0;
+  for (int i = 0; i < n; ++i) {
+    Candidate c = space.sample(rng);
+    Schedule s = Schedule::replay(w.outputs, c.steps);
+    const StageState& conv = s.state().stage("conv");
+    size_t fused = 0;
+    for (auto& st : c.steps)
+      if (st.kind == Step::Fuse && st.stage == "conv") fused = st.axes.size();
+    for (auto& st : c.steps)
+      if (st.kind == Step::Parallel && st.stage == "conv") {
+        int64_t ext = conv.axes[conv.find_axis(st.axes[0])].extent;
+        EXPECT_TRUE(ext >= t.num_cores || fused == 5) << ext << " iterations of " << st.axes[0];
+      }
+    pad_at_root += c.key.find("[\"parallel\",\"conv.pad\"") != std::string::npos;
+  }
+  EXPECT_GE(pad_at_root, n / 8);
+}
 TEST(Autotune, FeaturesAreFixedSizeAndSeeVectorization) {
   Workload w = make_workload("matmul", parse_shape("M=64,N=64,K=64"));
   Schedule plain(w.outputs);
