@@ -17,8 +17,8 @@ class Tracer {
 
   int64_t uniform(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
 
-  // One of n options; a fresh draw takes `preferred` with probability `p` (mutations and
-  // replays see a plain choice).
+  // One of n options. A fresh draw (a new sample, or a choice a mutation left empty) takes
+  // `preferred` with probability `p`; a replay keeps its value.
   int64_t choice(int64_t n, int64_t preferred = -1, double p = 0) {
     Decision d{Decision::Choice, std::max<int64_t>(n, 1), 0, {}};
     const Decision* r = next();
