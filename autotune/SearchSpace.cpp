@@ -540,7 +540,7 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
     // 4% faster (128@28, 256@14), and a plain hand-tiled kernel that pads at the root beat
     // them by 3-7% on three of the four layers.
     int64_t options = int64_t(places.size()) + 1 + (in.reduce ? 0 : 1);
-    int64_t pick = in.reduce ? tr.choice(options) : tr.choice(options, int64_t(places.size()), 0.25);
+    int64_t pick = tr.choice(options, in.reduce ? -1 : int64_t(places.size()), 0.25);
     if (!in.reduce && pick == options - 1) {
       s[in.name].compute_inline();
     } else if (pick == int64_t(places.size())) {

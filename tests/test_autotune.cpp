@@ -13,7 +13,6 @@
 #include "autotune/Features.h"
 #include "autotune/Records.h"
 #include "autotune/SearchSpace.h"
-#include "ir/IRVisitor.h"
 #include "passes/Lower.h"
 #include "schedule/ScheduleState.h"
 #include "reference.h"
@@ -192,7 +191,6 @@ TEST(Autotune, FreshSamplesMostlyKeepRegisterAndCacheWriteBlocksSmall) {
   }
 }
 
-
 TEST(Autotune, ParallelLoopsGiveEveryCoreWorkAndPaddingIsOftenAtTheRoot) {
   // Batch 1: the outermost loop has extent 1, and a parallel loop made of it alone is a
   // serial kernel (one draw in five was). The output's parallel loop fuses outer loops
@@ -208,11 +206,10 @@ TEST(Autotune, ParallelLoopsGiveEveryCoreWorkAndPaddingIsOftenAtTheRoot) {
     Candidate c = space.sample(rng);
     Schedule s = Schedule::replay(w.outputs, c.steps);
     const StageState& conv = s.state().stage("conv");
-    size_t fused = 0;
+    size_t fused = 0;  // the fuse step comes before the parallel step it makes
     for (auto& st : c.steps)
       if (st.kind == Step::Fuse && st.stage == "conv") fused = st.axes.size();
-    for (auto& st : c.steps)
-      if (st.kind == Step::Parallel && st.stage == "conv") {
+      else if (st.kind == Step::Parallel && st.stage == "conv") {
         int64_t ext = conv.axes[conv.find_axis(st.axes[0])].extent;
         EXPECT_TRUE(ext >= t.num_cores || fused == 5) << ext << " iterations of " << st.axes[0];
       }
@@ -220,6 +217,7 @@ TEST(Autotune, ParallelLoopsGiveEveryCoreWorkAndPaddingIsOftenAtTheRoot) {
   }
   EXPECT_GE(pad_at_root, n / 8);
 }
+
 TEST(Autotune, FeaturesAreFixedSizeAndSeeVectorization) {
   Workload w = make_workload("matmul", parse_shape("M=64,N=64,K=64"));
   Schedule plain(w.outputs);
