@@ -52,23 +52,42 @@ std::map<std::pair<std::string, std::string>, Record> best_records(const std::ve
 }
 }  // namespace
 
-std::optional<BestSchedule> best_schedule(const std::string& log_path, const Workload& w, const Target& target) {
-  std::vector<Record> recs;
-  for (Record& r : read_log(log_path))
-    if (r.workload_key == w.key() && r.target_key == target.key()) recs.push_back(std::move(r));
-  auto best = best_records(recs);
+std::optional<BestSchedule> best_schedule(const std::string& log_path, const Workload& w, const Target& target,
+                                          bool stand_in) {
+  std::vector<Record> own;
+  std::map<std::string, std::vector<Record>> others;  // by target key
+  for (Record& r : read_log(log_path)) {
+    if (r.workload_key != w.key()) continue;
+    if (r.target_key == target.key()) own.push_back(std::move(r));
+    else if (stand_in && stand_in_score(r, target) >= 0) others[r.target_key].push_back(std::move(r));
+  }
+  // Without records of this CPU: those of the CPU that stands in best (most records on a tie).
+  if (own.empty() && !others.empty()) {
+    auto score = [&](auto& o) { return std::make_pair(stand_in_score(o.second[0], target), o.second.size()); };
+    auto it = std::max_element(others.begin(), others.end(), [&](auto& a, auto& b) { return score(a) < score(b); });
+    own = std::move(it->second);
+  }
+  auto best = best_records(own);
   if (best.empty()) return std::nullopt;
   const Record& r = best.begin()->second;
-  return BestSchedule{r.steps, r.mean_cost(), r.target_str};
+  return BestSchedule{r.steps, r.mean_cost(), r.target_str, r.target_key};
 }
 
 Module build_best(const std::string& log_path, const Workload& w, const Target& target, bool* found) {
-  std::optional<BestSchedule> best = best_schedule(log_path, w, target);
+  std::optional<BestSchedule> best = best_schedule(log_path, w, target, /*stand_in=*/true);
   if (found) *found = best.has_value();
+  if (best && best->target_key != target.key())
+    std::fprintf(stderr,
+                 "tessel: WARNING: no tuning record for workload %s on target %s in log '%s'; building the schedule "
+                 "tuned on %s instead (a CPU of the same vector width: expect it to be slower here than one tuned "
+                 "on this CPU; `tune ... --log %s --resume` starts from it)\n",
+                 w.key().c_str(), target.key().c_str(), log_path.c_str(), best->target_key.c_str(),
+                 log_path.c_str());
   if (best) return build(Schedule::replay(w.outputs, best->steps), w.args, {.name = w.op});
   std::fprintf(stderr,
-               "tessel: WARNING: no tuning record for workload %s on target %s in log '%s'; building the "
-               "DEFAULT schedule instead (expect lower performance; tune it with: tune --op %s ...)\n",
+               "tessel: WARNING: no tuning record for workload %s on target %s (or a CPU of the same vector width) "
+               "in log '%s'; building the DEFAULT schedule instead (expect lower performance; tune it with: tune "
+               "--op %s ...)\n",
                w.key().c_str(), target.key().c_str(), log_path.c_str(), w.op.c_str());
   return build(ops::default_schedule(w.outputs), w.args, {.name = w.op});
 }

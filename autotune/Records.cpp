@@ -6,6 +6,7 @@
 #include <ctime>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <nlohmann/json.hpp>
 
 namespace tessel::autotune {
@@ -54,6 +55,30 @@ Record make_record(const Workload& w, const Target& t) {
   r.cache_line = t.cache_line_bytes;
   r.timestamp = int64_t(std::time(nullptr));
   return r;
+}
+
+namespace {
+std::set<std::string> feature_set(const std::string& target_str) {
+  std::set<std::string> out;
+  size_t at = target_str.find("-mattr=");
+  if (at == std::string::npos) return out;
+  std::string list = target_str.substr(at + 7, target_str.find(' ', at) - (at + 7));
+  for (size_t b = 0, e; b < list.size(); b = e + 1) {
+    e = std::min(list.find(',', b), list.size());
+    out.insert(list.substr(b, e - b));
+  }
+  return out;
+}
+}  // namespace
+
+double stand_in_score(const Record& r, const Target& t) {
+  if (r.target_key == t.key() || r.target_key.rfind(t.kind + "/", 0) != 0 || r.vector_bytes != t.vector_bytes)
+    return -1;
+  std::set<std::string> a = feature_set(r.target_str), b = feature_set(t.str());
+  size_t shared = 0;
+  for (auto& f : a) shared += b.count(f);
+  size_t all = a.size() + b.size() - shared;
+  return (all ? double(shared) / double(all) : 1.0) + (r.cores == t.num_cores ? 0.5 : 0.0);
 }
 
 std::string Record::to_json() const {

@@ -49,6 +49,12 @@ struct Record {
 
 Record make_record(const Workload& w, const Target& t);
 
+// How well a record made on another CPU stands in for target `t`: -1 when it cannot (another
+// kind of target, or another vector width, for which its register blocks were not sized),
+// else how much the two CPUs' feature lists overlap (0..1), plus 0.5 when the core counts
+// match (its parallel loops were sized for them). Records of `t` itself score -1 too.
+double stand_in_score(const Record& r, const Target& t);
+
 // Appends records to a log file, one flushed line each.
 class LogWriter {
  public:

@@ -43,6 +43,7 @@ struct TaskState {
   bool dead = false;
   int stale_rounds = 0;
   bool model_trusted = false;  // the model has ranked one of this task's rounds before seeing it
+  std::vector<Candidate> stand_ins;  // the best programs of another CPU, measured first (best first)
 };
 
 // Features of a schedule's lowered program; empty if it does not lower.
@@ -146,7 +147,7 @@ class Tuner {
     }
     if (!o.cost_model_in.empty()) model_.load(o.cost_model_in);
     if (o.resume && !o.log.empty()) load_log();
-    if (!o.history.empty() && o.use_cost_model) load_history();
+    if (!o.history.empty()) load_history();
     if (!o.log.empty()) writer_ = std::make_unique<LogWriter>(o.log);
   }
 
@@ -231,9 +232,16 @@ class Tuner {
       if (features_of(t, c).empty()) return;  // does not lower: not worth a measurement
       out.push_back(c);
     };
+    // Programs tuned on a CPU that stands in for this one come first (add_stand_ins).
+    while (!t.stand_ins.empty() && int(out.size()) < n) {
+      take(t.stand_ins.front(), n);
+      t.stand_ins.erase(t.stand_ins.begin());
+    }
+    int left = n - int(out.size());
+    if (left == 0) return out;
     double share = !opts_.use_cost_model || !model_.trained() ? 1.0 : t.model_trusted ? opts_.eps_greedy : 0.5;
-    int n_random = std::max(1, int(std::round(n * share)));
-    if (n_random < n) {
+    int n_random = std::max(1, int(std::round(left * share)));
+    if (n_random < left) {
       auto [mutants, fresh] = evolve(t);
       for (size_t i = 0; i < std::max(mutants.size(), fresh.size()); ++i) {
         if (i < fresh.size()) take(fresh[i], n - n_random);
@@ -356,9 +364,71 @@ class Tuner {
     }
     // The budget covers what the log already holds: re-running a killed command finishes it.
     trials_ = loaded_trials_ = loaded;
-    if (loaded) {
-      std::fprintf(stderr, "resume: %d records from %s; they will not be measured again\n", loaded, opts_.log.c_str());
-      retrain();
+    add_stand_ins(recs);
+    if (loaded) std::fprintf(stderr, "resume: %d records from %s; they will not be measured again\n", loaded, opts_.log.c_str());
+    if (loaded || !history_rows_.empty()) retrain();
+  }
+
+  // Records of the tuned workloads made on another CPU that stands in for this one (a log
+  // tuned on one x86 machine, resumed on another; see stand_in_score): that CPU's best
+  // programs are measured first, and its records train the cost model like history, each
+  // labelled against that CPU's own best. Their timings are not this CPU's, so they rank
+  // nothing here until measured again.
+  void add_stand_ins(const std::vector<Record>& recs) {
+    std::map<std::pair<TaskState*, std::string>, std::vector<const Record*>> by;  // (task, target key)
+    for (auto& r : recs) {
+      if (stand_in_score(r, target_) < 0) continue;
+      for (auto& t : tasks_)
+        if (r.workload_key == t->w.key()) by[{t.get(), r.target_key}].push_back(&r);
+    }
+    for (auto& [key, rs] : by) {
+      TaskState& t = *key.first;
+      // The searched programs (the default is measured anyway) by their median cost there.
+      std::map<std::string, std::pair<std::vector<double>, const Record*>> progs;
+      for (auto* r : rs)
+        if (r->ok() && !r->decisions.empty()) {
+          auto& p = progs[steps_to_json(r->steps)];
+          p.first.push_back(r->mean_cost());
+          p.second = r;
+        }
+      double best = INFINITY;
+      for (auto* r : rs) best = std::min(best, r->mean_cost());
+      std::vector<std::pair<double, const Record*>> ranked;
+      for (auto& [k, p] : progs) ranked.emplace_back(median(p.first), p.second);
+      std::sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) { return a.first < b.first; });
+      int seeded = 0;
+      for (size_t i = 0; i < ranked.size() && seeded < kStandIns; ++i) {
+        Candidate c;
+        c.steps = ranked[i].second->steps;
+        c.decisions = ranked[i].second->decisions;
+        c.key = steps_to_json(c.steps);
+        bool known = std::any_of(t.stand_ins.begin(), t.stand_ins.end(), [&](auto& s) { return s.key == c.key; });
+        if (t.measured_keys.count(c.key) || known) continue;
+        t.stand_ins.push_back(std::move(c));
+        ++seeded;
+      }
+      size_t trained = 0;
+      if (opts_.use_cost_model && !ranked.empty() && t.measured.size() < kStandInTraining) {
+        // An even sample: feature extraction costs ~10 ms a record, and the logs of a
+        // well-tuned layer hold thousands.
+        size_t stride = (rs.size() + kStandInTraining - 1) / kStandInTraining;
+        std::vector<const Record*> sample;
+        for (size_t i = 0; i < rs.size(); i += stride) sample.push_back(rs[i]);
+        std::vector<const std::vector<Step>*> steps;
+        for (auto* r : sample) steps.push_back(&r->steps);
+        std::vector<std::vector<float>> rows = program_features_of(t.w, steps);
+        for (size_t i = 0; i < sample.size(); ++i) {
+          if (rows[i].empty()) continue;
+          history_rows_.push_back(std::move(rows[i]));
+          history_labels_.push_back(label(best, sample[i]->mean_cost()));
+          history_kin_.push_back(true);
+          ++trained;
+        }
+      }
+      std::fprintf(stderr,
+                   "stand-in: %s was tuned on %s too: %d of its best programs there are measured first here (%s), "
+                   "%zu of its records there train the cost model\n",
+                   t.w.key().c_str(), key.second.c_str(), seeded, target_.key().c_str(), trained);
     }
   }
 
@@ -373,10 +443,13 @@ class Tuner {
     for (auto& path : opts_.history) {
       TESSEL_USER_CHECK(std::ifstream(path).good(), "tune: cannot read the history log '", path, "'");
       std::vector<std::string> warnings;
-      for (auto& rec : read_log(path, &warnings))
+      std::vector<Record> recs = read_log(path, &warnings);
+      for (auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      add_stand_ins(recs);
+      if (!opts_.use_cost_model) continue;
+      for (auto& rec : recs)
         if (rec.target_key == target_.key() && !tuned.count(rec.workload_key))
           by_workload[rec.workload_key].push_back(std::move(rec));
-      for (auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     }
     for (auto& [key, recs] : by_workload) {
       Workload w;
@@ -562,6 +635,8 @@ class Tuner {
   std::vector<float> history_labels_;
   std::vector<bool> history_kin_;  // the record's operator is one being tuned
   static constexpr double kHistoryFloor = 64;
+  static constexpr int kStandIns = 16;            // programs of a stand-in CPU measured first, per task
+  static constexpr size_t kStandInTraining = 1000;  // of its records, at most this many train the model
   int trials_ = 0, loaded_trials_ = 0, candidate_counter_ = 0;
   Clock::time_point start_;
 };

@@ -19,11 +19,14 @@ using namespace tessel::autotune;
 
 namespace {
 // "search" when the log's best is a schedule the search found, "default" when nothing it
-// found beat the default schedule (the tuner logs that too), "none" without a record.
+// found beat the default schedule (the tuner logs that too), "none" without a record; with
+// " on <cpu>" when it was tuned on another CPU (no record of this one).
 std::string source(const std::string& log, const Workload& w) {
-  auto best = best_schedule(log, w);
+  auto best = best_schedule(log, w, Target::host(), /*stand_in=*/true);
   if (!best) return "none";
-  return steps_to_json(best->steps) == steps_to_json(ops::default_schedule(w.outputs).steps()) ? "default" : "search";
+  bool dflt = steps_to_json(best->steps) == steps_to_json(ops::default_schedule(w.outputs).steps());
+  return std::string(dflt ? "default" : "search") +
+         (best->target_key == Target::host().key() ? "" : " on " + best->target_key);
 }
 }  // namespace
 

@@ -485,6 +485,73 @@ TEST(Autotune, LookupRoundTripsThroughAFileInANewProcess) {
   EXPECT_NE(cpp.find("s[\""), std::string::npos) << cpp;
 }
 
+// A log tuned on another CPU of the same vector width (one x86 server's log deployed or
+// resumed on another): the lookup builds that CPU's best schedule and says so; a resumed run
+// measures that CPU's best programs first. Another vector width does not stand in.
+TEST(Autotune, AnotherCpusLogStandsInForThisOne) {
+  Workload w = make_workload("matmul", parse_shape("M=40,N=24,K=16"));
+  TuneOptions o = small(12);
+  o.log = tmp("this_cpu.json");
+  tune(w, o);
+  Target host = Target::host();
+  auto as_other_cpu = [&](const std::string& path, int vector_bytes) {
+    LogWriter out(path);
+    for (Record r : read_log(o.log)) {
+      r.target_key = host.kind + "/othercpu";
+      r.target_str = host.kind + " -mcpu=othercpu -mattr=" + host.features;
+      r.vector_bytes = vector_bytes;
+      out.append(r);
+    }
+  };
+  std::string other = tmp("other_cpu.json"), wider = tmp("wider_cpu.json");
+  as_other_cpu(other, host.vector_bytes);
+  as_other_cpu(wider, host.vector_bytes * 2);
+  auto theirs = best_schedule(other, w, host, /*stand_in=*/false);
+  EXPECT_FALSE(theirs.has_value()) << "an exact lookup ignores other CPUs";
+  theirs = best_schedule(other, w, host, /*stand_in=*/true);
+  ASSERT_TRUE(theirs.has_value());
+  EXPECT_EQ(theirs->target_key, host.kind + "/othercpu");
+  EXPECT_EQ(steps_to_json(theirs->steps), steps_to_json(best_schedule(o.log, w)->steps));
+
+  testing::internal::CaptureStderr();
+  bool found = false;
+  Module m = build_best(other, w, host, &found);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(found);
+  EXPECT_NE(err.find("building the schedule tuned on llvm/othercpu instead"), std::string::npos) << err;
+  Buffer a = ref::random({40, 16}, 1), b = ref::random({16, 24}, 2), c({40, 24}, float32);
+  m(a, b, c);
+  EXPECT_LT(max_relative_error(c, ref::matmul(a, b)), 1e-4);
+  testing::internal::CaptureStderr();
+  build_best(wider, w, host, &found);
+  err = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(found);
+  EXPECT_NE(err.find("DEFAULT schedule"), std::string::npos) << err;
+
+  // Resumed here, the other CPU's programs are measured first, best first, none twice.
+  std::map<std::string, std::vector<double>> costs;  // their searched programs' timings there
+  for (auto& r : read_log(other))
+    if (r.ok() && !r.decisions.empty()) costs[steps_to_json(r.steps)].push_back(r.mean_cost());
+  std::vector<std::pair<double, std::string>> ranked;  // by median, best first
+  for (auto& [steps, c] : costs) ranked.emplace_back(median(c), steps);
+  std::sort(ranked.begin(), ranked.end());
+  ASSERT_GE(ranked.size(), 4u);
+  TuneOptions again = small(int(ranked.size()) + 5);
+  again.log = other;
+  again.resume = true;
+  testing::internal::CaptureStderr();
+  tune(w, again);
+  err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("stand-in: " + w.key() + " was tuned on llvm/othercpu too"), std::string::npos) << err;
+  std::vector<std::string> here;  // this CPU's searched programs, in the order measured
+  for (auto& r : read_log(other))
+    if (r.target_key == host.key() && !r.decisions.empty() && r.message != kRemeasuredMessage)
+      here.push_back(steps_to_json(r.steps));
+  ASSERT_GE(here.size(), ranked.size());
+  for (size_t i = 0; i < ranked.size(); ++i) EXPECT_EQ(here[i], ranked[i].second) << "program " << i;
+  EXPECT_EQ(std::set<std::string>(here.begin(), here.end()).size(), here.size());
+}
+
 TEST(Autotune, ManyTasksShareOneBudget) {
   Workload a = make_workload("matmul", parse_shape("M=32,N=32,K=32"));
   Workload b = make_workload("softmax", parse_shape("rows=16,cols=64"));

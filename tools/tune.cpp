@@ -136,11 +136,14 @@ int main(int argc, char** argv) {
     if (vm.count("print-best")) {
       if (log.empty()) usage_error("--print-best reads --log; give it");
       for (auto& [w, wt] : tasks) {
-        auto best = best_schedule(log, w);
+        auto best = best_schedule(log, w, Target::host(), /*stand_in=*/true);
         if (!best) {
           std::printf("// no record for %s on %s in %s\n", w.key().c_str(), Target::host().key().c_str(), log.c_str());
           continue;
         }
+        if (best->target_key != Target::host().key())
+          std::printf("// no record for %s on %s in %s: the best of %s, a CPU of the same vector width\n",
+                      w.key().c_str(), Target::host().key().c_str(), log.c_str(), best->target_key.c_str());
         std::printf("// %s: %.3f ms (%.1f GFLOP/s) on %s\n%s", w.key().c_str(), best->seconds * 1e3,
                     w.flops / best->seconds / 1e9, best->target.c_str(),
                     Schedule::replay(w.outputs, best->steps).to_cpp().c_str());

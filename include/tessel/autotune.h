@@ -122,13 +122,18 @@ struct Record;
 // default. A log without finals counts each program at its slowest measurement.
 struct BestSchedule {
   std::vector<Step> steps;
-  double seconds = 0;
-  std::string target;
+  double seconds = 0;      // as measured on the CPU it was tuned on
+  std::string target;      // that CPU's full target string
+  std::string target_key;  // and its key, "llvm/znver3"
 };
+// With `stand_in`, a log without records of this target answers with those of the CPU that
+// stands in for it best: the same kind of target and vector width, the most CPU features in
+// common, then the same core count (a log tuned on one x86 server, deployed on another).
 std::optional<BestSchedule> best_schedule(const std::string& log_path, const Workload& w,
-                                          const Target& target = Target::host());
-// Builds the best kernel from the log. Without a record it says so on stderr (naming the
-// workload, the target and the log) and builds the default schedule instead.
+                                          const Target& target = Target::host(), bool stand_in = false);
+// Builds the best kernel from the log. Without a record of this target it says so on stderr
+// (naming the workload, the target and the log) and builds the best schedule of a stand-in
+// CPU (see best_schedule; `found` is true), or else the default schedule (`found` is false).
 Module build_best(const std::string& log_path, const Workload& w, const Target& target = Target::host(),
                   bool* found = nullptr);
 
