@@ -147,7 +147,7 @@ class Tuner {
     }
     if (!o.cost_model_in.empty()) model_.load(o.cost_model_in);
     if (o.resume && !o.log.empty()) load_log();
-    if (!o.history.empty()) load_history();
+    if (!o.history.empty() && o.use_cost_model) load_history();
     if (!o.log.empty()) writer_ = std::make_unique<LogWriter>(o.log);
   }
 
@@ -369,11 +369,12 @@ class Tuner {
     if (loaded || !history_rows_.empty()) retrain();
   }
 
-  // Records of the tuned workloads made on another CPU that stands in for this one (a log
-  // tuned on one x86 machine, resumed on another; see stand_in_score): that CPU's best
-  // programs are measured first, and its records train the cost model like history, each
-  // labelled against that CPU's own best. Their timings are not this CPU's, so they rank
-  // nothing here until measured again.
+  // Records in the resumed log of the tuned workloads on another CPU that stands in for
+  // this one (a log tuned on one x86 machine, resumed on another; see stand_in_score): that
+  // CPU's best programs are measured first, and its records train the cost model like
+  // history, each labelled against that CPU's own best. Their timings are not this CPU's, so
+  // they rank nothing here until measured again. (--history logs stay what they are: other
+  // workloads' records of this CPU.)
   void add_stand_ins(const std::vector<Record>& recs) {
     std::map<std::pair<TaskState*, std::string>, std::vector<const Record*>> by;  // (task, target key)
     for (auto& r : recs) {
@@ -396,8 +397,8 @@ class Tuner {
       std::vector<std::pair<double, const Record*>> ranked;
       for (auto& [k, p] : progs) ranked.emplace_back(median(p.first), p.second);
       std::sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) { return a.first < b.first; });
-      int seeded = 0;
-      for (size_t i = 0; i < ranked.size() && seeded < kStandIns; ++i) {
+      int seeded = 0;  // of its best kStandIns, those not measured here yet
+      for (size_t i = 0; i < std::min(ranked.size(), kStandIns); ++i) {
         Candidate c;
         c.steps = ranked[i].second->steps;
         c.decisions = ranked[i].second->decisions;
@@ -426,9 +427,10 @@ class Tuner {
         }
       }
       std::fprintf(stderr,
-                   "stand-in: %s was tuned on %s too: %d of its best programs there are measured first here (%s), "
-                   "%zu of its records there train the cost model\n",
-                   t.w.key().c_str(), key.second.c_str(), seeded, target_.key().c_str(), trained);
+                   "stand-in: %s was tuned on %s too: %d of its %zu best programs there are measured first here "
+                   "(%s), %zu of its records there train the cost model\n",
+                   t.w.key().c_str(), key.second.c_str(), seeded, std::min(ranked.size(), kStandIns),
+                   target_.key().c_str(), trained);
     }
   }
 
@@ -443,13 +445,10 @@ class Tuner {
     for (auto& path : opts_.history) {
       TESSEL_USER_CHECK(std::ifstream(path).good(), "tune: cannot read the history log '", path, "'");
       std::vector<std::string> warnings;
-      std::vector<Record> recs = read_log(path, &warnings);
-      for (auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-      add_stand_ins(recs);
-      if (!opts_.use_cost_model) continue;
-      for (auto& rec : recs)
+      for (auto& rec : read_log(path, &warnings))
         if (rec.target_key == target_.key() && !tuned.count(rec.workload_key))
           by_workload[rec.workload_key].push_back(std::move(rec));
+      for (auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     }
     for (auto& [key, recs] : by_workload) {
       Workload w;
@@ -635,7 +634,7 @@ class Tuner {
   std::vector<float> history_labels_;
   std::vector<bool> history_kin_;  // the record's operator is one being tuned
   static constexpr double kHistoryFloor = 64;
-  static constexpr int kStandIns = 16;            // programs of a stand-in CPU measured first, per task
+  static constexpr size_t kStandIns = 16;           // programs of a stand-in CPU measured first, per task
   static constexpr size_t kStandInTraining = 1000;  // of its records, at most this many train the model
   int trials_ = 0, loaded_trials_ = 0, candidate_counter_ = 0;
   Clock::time_point start_;
