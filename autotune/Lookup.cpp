@@ -59,13 +59,15 @@ std::optional<BestSchedule> best_schedule(const std::string& log_path, const Wor
   for (Record& r : read_log(log_path)) {
     if (r.workload_key != w.key()) continue;
     if (r.target_key == target.key()) own.push_back(std::move(r));
-    else if (stand_in && stand_in_score(r, target) >= 0) others[r.target_key].push_back(std::move(r));
+    else if (stand_in && stands_in(r, target)) others[r.target_key].push_back(std::move(r));
   }
   // Without records of this CPU: those of the CPU that stands in best (most records on a tie).
-  if (own.empty() && !others.empty()) {
-    auto score = [&](auto& o) { return std::make_pair(stand_in_score(o.second[0], target), o.second.size()); };
-    auto it = std::max_element(others.begin(), others.end(), [&](auto& a, auto& b) { return score(a) < score(b); });
-    own = std::move(it->second);
+  if (own.empty()) {
+    std::pair<double, size_t> best_score{-1, 0};
+    for (auto& [key, recs] : others) {
+      std::pair<double, size_t> score{stand_in_score(recs[0], target), recs.size()};
+      if (score > best_score) best_score = score, own = std::move(recs);
+    }
   }
   auto best = best_records(own);
   if (best.empty()) return std::nullopt;

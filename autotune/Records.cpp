@@ -71,9 +71,12 @@ std::set<std::string> feature_set(const std::string& target_str) {
 }
 }  // namespace
 
+bool stands_in(const Record& r, const Target& t) {
+  return r.target_key != t.key() && r.target_key.rfind(t.kind + "/", 0) == 0 && r.vector_bytes == t.vector_bytes;
+}
+
 double stand_in_score(const Record& r, const Target& t) {
-  if (r.target_key == t.key() || r.target_key.rfind(t.kind + "/", 0) != 0 || r.vector_bytes != t.vector_bytes)
-    return -1;
+  if (!stands_in(r, t)) return -1;
   std::set<std::string> a = feature_set(r.target_str), b = feature_set(t.str());
   size_t shared = 0;
   for (auto& f : a) shared += b.count(f);

@@ -49,10 +49,13 @@ struct Record {
 
 Record make_record(const Workload& w, const Target& t);
 
-// How well a record made on another CPU stands in for target `t`: -1 when it cannot (another
-// kind of target, or another vector width, for which its register blocks were not sized),
-// else how much the two CPUs' feature lists overlap (0..1), plus 0.5 when the core counts
-// match (its parallel loops were sized for them). Records of `t` itself score -1 too.
+// Whether a record made on another CPU can stand in for target `t`: the same kind of target
+// and vector width (its register blocks were sized for such registers). Records of `t`
+// itself do not.
+bool stands_in(const Record& r, const Target& t);
+// How well such a record stands in: how much the two CPUs' feature lists overlap (0..1),
+// plus 0.5 when the core counts match (its parallel loops were sized for them); -1 when it
+// cannot stand in. It parses both feature lists: score a CPU once, not each of its records.
 double stand_in_score(const Record& r, const Target& t);
 
 // Appends records to a log file, one flushed line each.

@@ -370,7 +370,7 @@ class Tuner {
   }
 
   // Records in the resumed log of the tuned workloads on another CPU that stands in for
-  // this one (a log tuned on one x86 machine, resumed on another; see stand_in_score): that
+  // this one (a log tuned on one x86 machine, resumed on another; see stands_in): that
   // CPU's best programs are measured first, and its records train the cost model like
   // history, each labelled against that CPU's own best. Their timings are not this CPU's, so
   // they rank nothing here until measured again. (--history logs stay what they are: other
@@ -378,7 +378,7 @@ class Tuner {
   void add_stand_ins(const std::vector<Record>& recs) {
     std::map<std::pair<TaskState*, std::string>, std::vector<const Record*>> by;  // (task, target key)
     for (auto& r : recs) {
-      if (stand_in_score(r, target_) < 0) continue;
+      if (!stands_in(r, target_)) continue;
       for (auto& t : tasks_)
         if (r.workload_key == t->w.key()) by[{t.get(), r.target_key}].push_back(&r);
     }
@@ -386,14 +386,14 @@ class Tuner {
       TaskState& t = *key.first;
       // The searched programs (the default is measured anyway) by their median cost there.
       std::map<std::string, std::pair<std::vector<double>, const Record*>> progs;
-      for (auto* r : rs)
-        if (r->ok() && !r->decisions.empty()) {
-          auto& p = progs[steps_to_json(r->steps)];
-          p.first.push_back(r->mean_cost());
-          p.second = r;
-        }
       double best = INFINITY;
-      for (auto* r : rs) best = std::min(best, r->mean_cost());
+      for (auto* r : rs) {
+        best = std::min(best, r->mean_cost());
+        if (!r->ok() || r->decisions.empty()) continue;
+        auto& p = progs[steps_to_json(r->steps)];
+        p.first.push_back(r->mean_cost());
+        p.second = r;
+      }
       std::vector<std::pair<double, const Record*>> ranked;
       for (auto& [k, p] : progs) ranked.emplace_back(median(p.first), p.second);
       std::sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) { return a.first < b.first; });
