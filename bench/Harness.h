@@ -62,36 +62,53 @@ inline std::map<std::string, double> time_interleaved(const Impls& impls, int ro
   return best;
 }
 
+// Results of one benchmark. A benchmark may run its cases several times over (passes,
+// minutes apart): each line printed is one pass's figure, and ratios and geomeans use each
+// implementation's best pass, so that a slow spell of a shared machine during one pass
+// does not decide the comparison.
 class Report {
  public:
-  explicit Report(std::string bench) : bench_(std::move(bench)) {}
+  explicit Report(std::string bench, int planned_passes = 1)
+      : bench_(std::move(bench)), planned_passes_(planned_passes), passes_(1) {}
+  void next_pass() { passes_.emplace_back(); }
   void add(const std::string& shape, const std::string& impl, int threads, double gflops,
            const std::string& extra = "") {
-    std::printf("{\"bench\": \"%s\", \"shape\": \"%s\", \"impl\": \"%s\", \"threads\": %d, \"gflops\": %.1f%s}\n",
-                bench_.c_str(), shape.c_str(), impl.c_str(), threads, gflops, extra.c_str());
+    std::string pass = planned_passes_ > 1 ? ", \"pass\": " + std::to_string(passes_.size()) : "";
+    std::printf("{\"bench\": \"%s\", \"shape\": \"%s\", \"impl\": \"%s\", \"threads\": %d, \"gflops\": %.1f%s%s}\n",
+                bench_.c_str(), shape.c_str(), impl.c_str(), threads, gflops, pass.c_str(), extra.c_str());
     std::fflush(stdout);
-    results_[{shape, threads}][impl] = gflops;
+    passes_.back()[{shape, threads}][impl] = gflops;
   }
   // {"bench": ..., "shape": ..., "threads": ..., "ratio": "a/b", "value": x}
   void ratio(const std::string& a, const std::string& b) {
-    for (auto& [key, impls] : results_)
+    for (auto& [key, impls] : best())
       if (impls.count(a) && impls.count(b) && impls[b] > 0)
         std::printf("{\"bench\": \"%s\", \"shape\": \"%s\", \"threads\": %d, \"ratio\": \"%s/%s\", \"value\": %.3f}\n",
                     bench_.c_str(), key.first.c_str(), key.second, a.c_str(), b.c_str(), impls[a] / impls[b]);
     std::fflush(stdout);
   }
-  // Geometric mean of a/b over all shapes at `threads`.
-  double geomean(const std::string& a, const std::string& b, int threads) {
+  // Geometric mean of a/b over all shapes at `threads`, of the best passes or of pass
+  // `pass` (1-based).
+  double geomean(const std::string& a, const std::string& b, int threads, int pass = 0) {
     double logsum = 0;
     int n = 0;
-    for (auto& [key, impls] : results_)
+    for (auto& [key, impls] : pass ? passes_[pass - 1] : best())
       if (key.second == threads && impls.count(a) && impls.count(b)) logsum += std::log(impls[a] / impls[b]), ++n;
     return n ? std::exp(logsum / n) : 0;
   }
 
  private:
+  using Results = std::map<std::pair<std::string, int>, std::map<std::string, double>>;
+  Results best() const {
+    Results r;
+    for (auto& pass : passes_)
+      for (auto& [key, impls] : pass)
+        for (auto& [impl, gflops] : impls) r[key][impl] = std::max(r[key][impl], gflops);
+    return r;
+  }
   std::string bench_;
-  std::map<std::pair<std::string, int>, std::map<std::string, double>> results_;
+  int planned_passes_;
+  std::vector<Results> passes_;
 };
 
 }  // namespace bench

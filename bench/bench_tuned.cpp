@@ -1,7 +1,11 @@
 // Tuned kernels from tuning_logs/ against OpenBLAS (GEMM), oneDNN (conv2d) and Tessel's
 // default schedules, at 1 and 2 threads.
-//   bench_tuned [tuning_logs directory]
+//   bench_tuned [tuning_logs directory] [passes]
+// Every kernel is built once; then all cases are timed `passes` times over (3 by default,
+// about 1.5 minutes each), and the ratios use each implementation's best pass: on a
+// shared machine a slow spell can halve one case's 2-thread figures for a minute.
 #include <cblas.h>
+#include <deque>
 #include <fstream>
 #include <sstream>
 #include <omp.h>
@@ -28,46 +32,86 @@ std::string source(const std::string& log, const Workload& w) {
   return std::string(dflt ? "default" : "search") +
          (best->target_key == Target::host().key() ? "" : " on " + best->target_key);
 }
+
+// One comparison: implementations of one workload at one thread count.
+struct Case {
+  bench::Report* report;
+  std::string shape;
+  int threads;
+  double flops;
+  std::string tuned_from;
+  bench::Impls impls;
+};
+
+void time_case(const Case& c) {
+  set_num_threads(c.threads);
+  openblas_set_num_threads(c.threads);
+  omp_set_num_threads(c.threads);
+  for (auto& [impl, sec] : bench::time_interleaved(c.impls))
+    c.report->add(c.shape, impl, c.threads, c.flops / sec / 1e9, impl == "tessel-tuned" ? c.tuned_from : "");
+}
+
+// What a case's kernels and arguments need to outlive the timing.
+struct Kernels {
+  bool found;  // the log has a record: `tuned` is its kernel
+  Module tuned, dflt;
+  std::vector<Buffer> args;
+};
 }  // namespace
 
 int main(int argc, char** argv) {
   bench::unset_openblas_overrides(argv);
   std::string dir = argc > 1 ? argv[1] : std::string(TESSEL_SOURCE_DIR) + "/tuning_logs";
-  std::printf("{\"bench\": \"tuned\", \"info\": \"openblas core %s, cpu %s, logs %s\"}\n", openblas_get_corename(),
-              host_cpu_name().c_str(), dir.c_str());
-  bench::Report gemm("gemm");
+  int passes = argc > 2 ? std::atoi(argv[2]) : 3;
+  if (passes < 1) {
+    std::fprintf(stderr, "bench_tuned: passes must be at least 1, got '%s'\n", argv[2]);
+    return 2;
+  }
+  std::printf("{\"bench\": \"tuned\", \"info\": \"openblas core %s, cpu %s, logs %s, passes %d\"}\n",
+              openblas_get_corename(), host_cpu_name().c_str(), dir.c_str(), passes);
+  bench::Report gemm("gemm", passes), conv("conv2d", passes);
+  std::deque<Kernels> kernels;  // a deque: cases keep references into it
+  std::vector<Case> cases;
+  // The tuned (when the log has a record) and default kernels of workload w.
+  auto add_kernels = [&](const Workload& w, const std::string& log) -> Kernels& {
+    bool found = false;
+    Module tuned = build_best(log, w, Target::host(), &found);
+    kernels.push_back({found, tuned, build(ops::default_schedule(w.outputs), w.args), bench::make_args(w)});
+    return kernels.back();
+  };
+  auto impls = [](const Kernels& k) {
+    bench::Impls i = {{"tessel-default", bench::runner(k.dflt, k.args)}};
+    if (k.found) i.insert(i.begin(), {"tessel-tuned", bench::runner(k.tuned, k.args)});
+    return i;
+  };
+
   for (int64_t n : {512, 1024, 2048}) {
     Workload w = make_workload("matmul", {{"M", n}, {"N", n}, {"K", n}});
     std::string shape = std::to_string(n) + "x" + std::to_string(n) + "x" + std::to_string(n);
     std::string log = dir + "/gemm_" + std::to_string(n) + ".json";
-    bool found = false;
-    Module tuned = build_best(log, w, Target::host(), &found);
-    Module dflt = build(ops::default_schedule(w.outputs), w.args);
-    auto args = bench::make_args(w);
-    std::string from = ", \"tuned_from\": \"" + source(log, w) + "\"";
-    float* a = args[0].data<float>();
-    float* b = args[1].data<float>();
-    float* c = args[2].data<float>();
+    Kernels& k = add_kernels(w, log);
+    float* a = k.args[0].data<float>();
+    float* b = k.args[1].data<float>();
+    float* c = k.args[2].data<float>();
     int in = int(n);
     for (int t : {1, 2}) {
-      set_num_threads(t);
-      openblas_set_num_threads(t);
-      bench::Impls impls = {{"tessel-default", bench::runner(dflt, args)},
-                            {"openblas", [=] {
-                               cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, in, in, in, 1.f, a, in, b, in,
-                                           0.f, c, in);
-                             }}};
-      if (found) impls.insert(impls.begin(), {"tessel-tuned", bench::runner(tuned, args)});
-      for (auto& [impl, sec] : bench::time_interleaved(impls))
-        gemm.add(shape, impl, t, w.flops / sec / 1e9, impl == "tessel-tuned" ? from : "");
+      Case cs{&gemm, shape, t, w.flops, ", \"tuned_from\": \"" + source(log, w) + "\"", impls(k)};
+      cs.impls.push_back({"openblas", [=] {
+                            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, in, in, in, 1.f, a, in, b, in, 0.f,
+                                        c, in);
+                          }});
+      cases.push_back(cs);
     }
   }
-  gemm.ratio("tessel-tuned", "openblas");
-  gemm.ratio("tessel-tuned", "tessel-default");
 
-  bench::Report conv("conv2d");
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
+  // oneDNN primitives and their memory, one per layer and thread count.
+  struct Onednn {
+    dnnl::convolution_forward prim;
+    dnnl::memory src, wei, dst;
+  };
+  std::deque<Onednn> onednn;
   std::ifstream list(dir + "/resnet50_conv2d.txt");
   for (std::string line; std::getline(list, line);) {
     if (line.empty() || line[0] == '#') continue;
@@ -81,11 +125,7 @@ int main(int argc, char** argv) {
                         ",S=" + std::to_string(s["S"]) + ",stride=" + std::to_string(s["stride"]) +
                         ",pad=" + std::to_string(s["pad"]);
     std::string log = dir + "/resnet50_conv2d.json";
-    bool found = false;
-    Module tuned = build_best(log, w, Target::host(), &found);
-    Module dflt = build(ops::default_schedule(w.outputs), w.args);
-    auto args = bench::make_args(w);
-    std::string from = ", \"tuned_from\": \"" + source(log, w) + "\"";
+    Kernels& k = add_kernels(w, log);
     int64_t OH = (s["H"] + 2 * s["pad"] - s["R"]) / s["stride"] + 1;
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
@@ -96,23 +136,32 @@ int main(int argc, char** argv) {
         dnnl::memory::desc({1, s["K"], OH, OH}, dt::f32, tag::any), {s["stride"], s["stride"]}, {s["pad"], s["pad"]},
         {s["pad"], s["pad"]});
     for (int t : {1, 2}) {
-      set_num_threads(t);
-      omp_set_num_threads(t);
       // oneDNN plans its work for the thread count current when the primitive is made.
+      omp_set_num_threads(t);
       auto pd = dnnl::convolution_forward::primitive_desc(desc, eng);
-      dnnl::memory src(pd.src_desc(), eng), wei(pd.weights_desc(), eng), dst(pd.dst_desc(), eng);
-      std::fill_n(static_cast<float*>(src.get_data_handle()), pd.src_desc().get_size() / 4, 0.5f);
-      std::fill_n(static_cast<float*>(wei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
-      dnnl::convolution_forward prim(pd);
-      bench::Impls impls = {{"tessel-default", bench::runner(dflt, args)}, {"onednn", [&] {
-                               prim.execute(strm, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
-                               strm.wait();
-                             }}};
-      if (found) impls.insert(impls.begin(), {"tessel-tuned", bench::runner(tuned, args)});
-      for (auto& [impl, sec] : bench::time_interleaved(impls))
-        conv.add(shape, impl, t, w.flops / sec / 1e9, impl == "tessel-tuned" ? from : "");
+      Onednn& o = onednn.emplace_back(Onednn{dnnl::convolution_forward(pd), dnnl::memory(pd.src_desc(), eng),
+                                             dnnl::memory(pd.weights_desc(), eng), dnnl::memory(pd.dst_desc(), eng)});
+      std::fill_n(static_cast<float*>(o.src.get_data_handle()), pd.src_desc().get_size() / 4, 0.5f);
+      std::fill_n(static_cast<float*>(o.wei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
+      Case cs{&conv, shape, t, w.flops, ", \"tuned_from\": \"" + source(log, w) + "\"", impls(k)};
+      cs.impls.push_back({"onednn", [&o, &strm] {
+                            o.prim.execute(strm, {{DNNL_ARG_SRC, o.src}, {DNNL_ARG_WEIGHTS, o.wei}, {DNNL_ARG_DST, o.dst}});
+                            strm.wait();
+                          }});
+      cases.push_back(cs);
     }
   }
+
+  for (int p = 1; p <= passes; ++p) {
+    if (p > 1) gemm.next_pass(), conv.next_pass();
+    for (auto& c : cases) time_case(c);
+    for (int t : {1, 2})
+      std::printf("{\"bench\": \"conv2d\", \"pass\": %d, \"threads\": %d, \"geomean\": \"tessel-tuned/onednn\", "
+                  "\"value\": %.3f}\n",
+                  p, t, conv.geomean("tessel-tuned", "onednn", t, p));
+  }
+  gemm.ratio("tessel-tuned", "openblas");
+  gemm.ratio("tessel-tuned", "tessel-default");
   conv.ratio("tessel-tuned", "onednn");
   conv.ratio("tessel-tuned", "tessel-default");
   for (int t : {1, 2})
