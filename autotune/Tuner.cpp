@@ -104,7 +104,7 @@ const std::vector<float>& features_of(TaskState& t, const Candidate& c) {
 
 // The cost model's label: the workload's best cost over this one (errors score 0).
 float label(double best, double seconds) {
-  return std::isfinite(seconds) && std::isfinite(best) ? float(best / seconds) : 0.f;
+  return seconds > 0 && std::isfinite(seconds) && std::isfinite(best) ? float(best / seconds) : 0.f;
 }
 
 constexpr int kFinalRounds = 3;  // rounds of the finals (see remeasure_best)

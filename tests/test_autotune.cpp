@@ -164,13 +164,15 @@ TEST(Autotune, FreshSamplesMostlyKeepRegisterAndCacheWriteBlocksSmall) {
   // GEMM 1024: the accumulator block (S3 of i times S3 of j in vectors) within the target's
   // vector registers less four, and a cache-write block within 128 KiB, for most samples
   // (one in ten goes unbounded). Without the bounds about half the blocks were larger.
+  // Most rows of the block are two vectors wide (16-24 in 100 samples before they were
+  // preferred).
   Workload w = make_workload("matmul", parse_shape("M=1024,N=1024,K=1024"));
   for (int registers : {16, 32}) {
     Target t = Target::host();
     t.vector_registers = registers;
     SearchSpace space(w, t);
     std::mt19937_64 rng(registers);
-    int lanes = t.vector_bytes / 4, n = 100, in_regs = 0, with_local = 0, small_local = 0;
+    int lanes = t.vector_bytes / 4, n = 100, in_regs = 0, two_vector_rows = 0, with_local = 0, small_local = 0;
     for (int i = 0; i < n; ++i) {
       Candidate c = space.sample(rng);
       std::vector<const Decision*> spatial;  // the first two 3-level tiles: i and j
@@ -179,6 +181,7 @@ TEST(Autotune, FreshSamplesMostlyKeepRegisterAndCacheWriteBlocksSmall) {
       ASSERT_EQ(spatial.size(), 2u);
       int64_t regs = spatial[0]->value[2] * ((spatial[1]->value[2] + lanes - 1) / lanes);
       in_regs += regs >= 4 && regs <= registers - 4;
+      two_vector_rows += spatial[1]->value[2] == 2 * lanes;
       std::string ir = lower(Schedule::replay(w.outputs, c.steps), w.args).str();
       size_t at = ir.find("allocate C.local[float32 * ");
       if (at == std::string::npos) continue;
@@ -186,6 +189,7 @@ TEST(Autotune, FreshSamplesMostlyKeepRegisterAndCacheWriteBlocksSmall) {
       small_local += std::stoll(ir.substr(at + 27)) * 4 <= 128 << 10;
     }
     EXPECT_GE(in_regs, n * 8 / 10) << registers << " registers";
+    EXPECT_GE(two_vector_rows, n / 2) << registers << " registers";
     EXPECT_GT(with_local, n / 4);
     EXPECT_GE(small_local, with_local * 8 / 10) << registers << " registers";
   }
@@ -309,6 +313,20 @@ TEST(Autotune, CrashingAndHangingCandidatesAreRecordedAndTuningGoesOn) {
   }
   EXPECT_TRUE(crash);
   EXPECT_TRUE(hang);
+}
+
+// A kernel of a few nanoseconds is timed, not rounded to 0 (the worker wrote six decimals
+// of a second: every candidate of this workload cost 0, and the cost model's labels,
+// best cost over cost, were NaN).
+TEST(Autotune, TinyKernelsHaveNonZeroCosts) {
+  Workload w = make_workload("matmul", parse_shape("M=4,N=8,K=4"));
+  TuneOptions o = small(4);
+  o.log = tmp("tiny.json");
+  tune(w, o);
+  auto recs = read_log(o.log);
+  ASSERT_GE(recs.size(), 4u);
+  for (auto& rec : recs)
+    for (double c : rec.costs) EXPECT_GT(c, 0) << steps_to_json(rec.steps);
 }
 
 // The run timeout catches a hung kernel, not a slow one: a candidate whose measurement
