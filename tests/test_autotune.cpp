@@ -195,6 +195,32 @@ TEST(Autotune, FreshSamplesMostlyKeepRegisterAndCacheWriteBlocksSmall) {
   }
 }
 
+// A register block of rows of one vector is reshaped into rows of two with half as many
+// rows (and back) by one mutation: the two single steps between such blocks are both slower,
+// so the search would not keep either.
+TEST(Autotune, MutationsReshapeTheRegisterBlock) {
+  Workload w = make_workload("matmul", parse_shape("M=1024,N=1024,K=1024"));
+  SearchSpace space(w, Target::host());
+  int64_t lanes = Target::host().vector_bytes / 4;
+  std::mt19937_64 rng(5);
+  auto block = [](const Candidate& c) {  // innermost levels of the first two 3-level tiles: i, j
+    std::vector<int64_t> b;
+    for (auto& d : c.decisions)
+      if (d.kind == Decision::Tile && d.value.size() == 3 && b.size() < 2) b.push_back(d.value[2]);
+    return b;
+  };
+  for (int64_t rows : {6, 4}) {
+    Candidate c;
+    for (int i = 0; i < 2000 && !(block(c).size() == 2 && block(c)[0] == rows && block(c)[1] == lanes); ++i)
+      c = space.sample(rng);
+    ASSERT_EQ(block(c), (std::vector<int64_t>{rows, lanes})) << "no sample with a " << rows << "x1-vector block";
+    int reshaped = 0;
+    for (int i = 0; i < 200; ++i)
+      reshaped += block(space.mutate(c, rng)) == std::vector<int64_t>{(rows + 1) / 2, 2 * lanes};
+    EXPECT_GE(reshaped, 10) << rows << " rows of one vector";
+  }
+}
+
 TEST(Autotune, ParallelLoopsGiveEveryCoreWorkAndPaddingIsOftenAtTheRoot) {
   // Batch 1: the outermost loop has extent 1, and a parallel loop made of it alone is a
   // serial kernel (one draw in five was). The output's parallel loop fuses outer loops
