@@ -9,6 +9,19 @@
 namespace tessel::autotune {
 namespace {
 
+// Whether tile factors (outer to inner) suit an axis: the innermost within `max_inner`,
+// and the tile at most one innermost step past the extent (7 columns as 2 x 4, the last 4
+// guarded: see reshape_register_block).
+bool fits(const std::vector<int64_t>& f, int64_t extent, int64_t max_inner) {
+  int64_t p = 1;
+  for (int64_t x : f) {
+    if (x < 1) return false;
+    p *= x;
+  }
+  if (f.empty()) return p <= extent;
+  return f.back() <= std::min(max_inner, extent) && p <= (extent + f.back() - 1) / f.back() * f.back();
+}
+
 // Reads decisions back during replay and draws new ones otherwise.
 class Tracer {
  public:
@@ -55,14 +68,6 @@ class Tracer {
   void rewind(size_t mark) { out.resize(mark); }
   double unit() { return std::uniform_real_distribution<double>(0, 1)(rng_); }
 
-  static bool fits(const std::vector<int64_t>& f, int64_t extent, int64_t max_inner) {
-    int64_t p = 1;
-    for (int64_t x : f) {
-      if (x < 1) return false;
-      p *= x;
-    }
-    return p <= extent && (f.empty() || f.back() <= max_inner);
-  }
 
   // Factors drawn innermost first: often a divisor of what is left (exact tiles), often
   // a power of two or any value (tiles with a guarded tail, so primes get real choices).
@@ -578,19 +583,12 @@ Candidate SearchSpace::replay(const std::vector<Decision>& d, std::mt19937_64& r
 
 namespace {
 
-// Shrinks the outer levels of tile `t` (level 1 first) until its factors fit its extent.
-bool fit_outer_levels(Decision& t) {
-  auto product = [&] { return t.value[0] * t.value[1] * t.value[2]; };
-  for (size_t level : {1, 0})
-    while (product() > t.range && t.value[level] > 1) t.value[level] = (t.value[level] + 1) / 2;
-  return product() <= t.range;
-}
-
 // Reshapes a tiled stage's register block: rows of one vector become rows of two (or back)
-// while another axis' innermost level halves (or doubles), so the block keeps about as
-// many accumulators. No single-level change gets there from a good block: ResNet-50 conv
-// 512@7 3x3 on znver3 ran 157 GFLOP/s with 7 columns of one vector, 172 with 4 columns of
-// two, and both steps alone (7x2 vectors: 14 accumulators, spilled; 4x1) lose, so the
+// while another axis' innermost level halves (or doubles), and the level above each changes
+// the other way, so the block keeps about as many accumulators and covers the same tile.
+// No single-level change gets there from a good block: ResNet-50 conv 512@7 3x3 on znver3
+// ran 157 GFLOP/s with 7 columns of one vector and 172 with 2 x 4 columns of two, and the
+// steps between (7 columns of two: 14 accumulators, spilled; 4 of one) lose, so the
 // evolutionary search never kept one. A stage's spatial tiles are the consecutive 3-level
 // tile decisions, its vector axis last (see `tile` in generate).
 bool reshape_register_block(std::vector<Decision>& d, int64_t lanes, std::mt19937_64& rng) {
@@ -605,16 +603,19 @@ bool reshape_register_block(std::vector<Decision>& d, int64_t lanes, std::mt1993
   auto [first, vec] = blocks[std::uniform_int_distribution<size_t>(0, blocks.size() - 1)(rng)];
   Decision& v = d[vec];
   Decision& o = d[std::uniform_int_distribution<size_t>(first, vec - 1)(rng)];
+  auto halve = [](int64_t x) { return (x + 1) / 2; };
+  // The tile's outer levels shrink by half: level 1, or level 0 when level 1 is already 1.
+  auto halve_outer = [&](std::vector<int64_t>& f) { (f[1] > 1 ? f[1] : f[0]) = halve(f[1] > 1 ? f[1] : f[0]); };
   if (v.value[2] == lanes && 2 * lanes <= v.max_inner && o.value[2] > 1) {
-    v.value[2] = 2 * lanes;
-    o.value[2] = (o.value[2] + 1) / 2;
-  } else if (v.value[2] == 2 * lanes && 2 * o.value[2] <= std::min(o.max_inner, o.range)) {
-    v.value[2] = lanes;
-    o.value[2] *= 2;
+    v.value[2] = 2 * lanes, halve_outer(v.value);
+    o.value = {o.value[0], 2 * o.value[1], halve(o.value[2])};
+  } else if (v.value[2] == 2 * lanes) {
+    v.value = {v.value[0], 2 * v.value[1], lanes};
+    o.value[2] *= 2, halve_outer(o.value);
   } else {
     return false;
   }
-  return fit_outer_levels(v) && fit_outer_levels(o);
+  return fits(v.value, v.range, v.max_inner) && fits(o.value, o.range, o.max_inner);
 }
 
 }  // namespace

@@ -219,6 +219,32 @@ TEST(Autotune, MutationsReshapeTheRegisterBlock) {
       reshaped += block(space.mutate(c, rng)) == std::vector<int64_t>{(rows + 1) / 2, 2 * lanes};
     EXPECT_GE(reshaped, 10) << rows << " rows of one vector";
   }
+  // Conv 7x7: 7 columns of one vector become 2 x 4 columns of two (the last 4 guarded),
+  // and the kernel still gives the reference answer.
+  Workload conv = make_workload("conv2d_nchwc", parse_shape("C=16,H=7,W=7,K=32,R=3,S=3,pad=1"));
+  if (2 * lanes > 16) GTEST_SKIP() << "rows of two vectors are wider than the 16 channels of a block";
+  SearchSpace conv_space(conv, Target::host());
+  auto tiles = [](const Candidate& c) {  // the 3-level tiles: i, j, k, l, m
+    std::vector<std::vector<int64_t>> t;
+    for (auto& d : c.decisions)
+      if (d.kind == Decision::Tile && d.value.size() == 3) t.push_back(d.value);
+    return t;
+  };
+  Candidate c;
+  for (int i = 0; i < 3000; ++i) {
+    c = conv_space.sample(rng);
+    auto t = tiles(c);
+    if (t.size() >= 5 && t[3] == std::vector<int64_t>{1, 1, 7} && t[4][2] == lanes) break;
+  }
+  ASSERT_EQ(tiles(c).at(3), (std::vector<int64_t>{1, 1, 7})) << c.key;
+  Candidate m;
+  for (int i = 0; i < 400; ++i) {
+    m = conv_space.mutate(c, rng);
+    if (tiles(m).at(3) == std::vector<int64_t>{1, 2, 4}) break;
+  }
+  ASSERT_EQ(tiles(m).at(3), (std::vector<int64_t>{1, 2, 4})) << "no reshape of " << c.key;
+  EXPECT_EQ(tiles(m).at(4)[2], 2 * lanes);
+  EXPECT_LE(error_vs_default(conv, m.steps), 1e-3) << m.key;
 }
 
 TEST(Autotune, ParallelLoopsGiveEveryCoreWorkAndPaddingIsOftenAtTheRoot) {
