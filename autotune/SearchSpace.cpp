@@ -68,7 +68,6 @@ class Tracer {
   void rewind(size_t mark) { out.resize(mark); }
   double unit() { return std::uniform_real_distribution<double>(0, 1)(rng_); }
 
-
   // Factors drawn innermost first: often a divisor of what is left (exact tiles), often
   // a power of two or any value (tiles with a guarded tail, so primes get real choices).
   static std::vector<int64_t> sample_tile(int64_t extent, int n, int64_t max_inner, std::mt19937_64& rng) {
@@ -605,7 +604,10 @@ bool reshape_register_block(std::vector<Decision>& d, int64_t lanes, std::mt1993
   Decision& o = d[std::uniform_int_distribution<size_t>(first, vec - 1)(rng)];
   auto halve = [](int64_t x) { return (x + 1) / 2; };
   // The tile's outer levels shrink by half: level 1, or level 0 when level 1 is already 1.
-  auto halve_outer = [&](std::vector<int64_t>& f) { (f[1] > 1 ? f[1] : f[0]) = halve(f[1] > 1 ? f[1] : f[0]); };
+  auto halve_outer = [&](std::vector<int64_t>& f) {
+    int64_t& x = f[1] > 1 ? f[1] : f[0];
+    x = halve(x);
+  };
   if (v.value[2] == lanes && 2 * lanes <= v.max_inner && o.value[2] > 1) {
     v.value[2] = 2 * lanes, halve_outer(v.value);
     o.value = {o.value[0], 2 * o.value[1], halve(o.value[2])};
