@@ -12,8 +12,9 @@ namespace tessel::autotune {
 
 namespace {
 // The best record per (workload, target). When the tuner finished, its finalists have
-// "re-measured" records and only they compete, each at the median of those: the search's
-// single timings rank candidates, the finals choose. A run writes a workload's finals as one
+// "re-measured" records and only they compete, each at the median over those records of
+// their fastest repeat (Record::min_cost): the search's single timings rank candidates,
+// the finals choose. A run writes a workload's finals as one
 // uninterrupted block, so the last block is the latest verdict and supersedes older ones
 // (measured, say, before the compiler or the runtime changed). A log without finals (an
 // interrupted run) counts each program at its slowest measurement, not its luckiest.
@@ -34,7 +35,7 @@ std::map<std::pair<std::string, std::string>, Record> best_records(const std::ve
       if (!rs[i]->ok()) continue;
       Program& p = progs[steps_to_json(rs[i]->steps)];
       if (!p.slowest || rs[i]->mean_cost() > p.slowest->mean_cost()) p.slowest = rs[i];
-      if (i >= begin && i < end) p.finals.push_back(rs[i]->mean_cost());
+      if (i >= begin && i < end) p.finals.push_back(rs[i]->min_cost());
     }
     bool finals = std::any_of(progs.begin(), progs.end(), [](auto& p) { return !p.second.finals.empty(); });
     double best_cost = INFINITY;

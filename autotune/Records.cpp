@@ -40,6 +40,11 @@ double Record::mean_cost() const {
   return s / double(costs.size());
 }
 
+double Record::min_cost() const {
+  if (!ok()) return std::numeric_limits<double>::infinity();
+  return *std::min_element(costs.begin(), costs.end());
+}
+
 Record make_record(const Workload& w, const Target& t) {
   Record r;
   r.workload_key = w.key();

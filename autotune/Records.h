@@ -44,6 +44,9 @@ struct Record {
 
   bool ok() const { return error == ErrorCode::None && !costs.empty(); }
   double mean_cost() const;  // +inf for errors
+  // The fastest repeat (+inf for errors): a shared machine's slow spells only ever slow a
+  // repeat down, so the finals compare programs by this.
+  double min_cost() const;
   std::string to_json() const;
 };
 

@@ -518,6 +518,21 @@ TEST(Autotune, LookupChoosesByTheFinalsElseBySlowestMeasurement) {
   ASSERT_TRUE(best.has_value());
   EXPECT_EQ(steps_to_json(best->steps), steps_to_json(p.steps));
   EXPECT_DOUBLE_EQ(best->seconds, 1.5e-3);
+  // Finals of three repeats each, P's rounds each with one repeat in a slow spell: P is
+  // compared by its fastest repeats (1.0 ms against Q's 1.2 ms), not by its means (1.67
+  // against 1.23).
+  {
+    LogWriter log(with_finals);
+    r.costs = {4e-3}, log.append(r);
+    for (int round = 0; round < 3; ++round) {
+      p.costs = {1.0e-3, 3.0e-3, 1.0e-3}, log.append(p);
+      q.costs = {1.2e-3, 1.3e-3, 1.2e-3}, log.append(q);
+    }
+  }
+  best = best_schedule(with_finals, w);
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(steps_to_json(best->steps), steps_to_json(p.steps));
+  EXPECT_DOUBLE_EQ(best->seconds, 1.0e-3);
 }
 
 TEST(Autotune, LookupRoundTripsThroughAFileInANewProcess) {

@@ -118,8 +118,9 @@ std::vector<TaskResult> tune_tasks(const std::vector<Workload>& tasks, const std
 struct Record;
 // The best valid record for this workload and target in a log (none: nullopt). The tuner
 // ends with finals: its best few and the default schedule measured again in rounds; the
-// finalist with the best median wins, so the result is never (reliably) slower than the
-// default. A log without finals counts each program at its slowest measurement.
+// finalist with the best median (over the rounds, of each round's fastest repeat) wins, so
+// the result is never (reliably) slower than the default. A log without finals counts each
+// program at its slowest measurement.
 struct BestSchedule {
   std::vector<Step> steps;
   double seconds = 0;      // as measured on the CPU it was tuned on
