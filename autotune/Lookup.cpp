@@ -14,9 +14,9 @@ namespace {
 // The best record per (workload, target). When the tuner finished, its finalists have
 // "re-measured" records and only they compete, each at the median over those records of
 // their fastest repeat (Record::min_cost): the search's single timings rank candidates,
-// the finals choose. A run writes a workload's finals as one
-// uninterrupted block, so the last block is the latest verdict and supersedes older ones
-// (measured, say, before the compiler or the runtime changed). A log without finals (an
+// the finals choose. A run writes a workload's finals as one uninterrupted block, so the
+// last block is the latest verdict and supersedes older ones (measured, say, before the
+// compiler or the runtime changed). A log without finals (an
 // interrupted run) counts each program at its slowest measurement, not its luckiest.
 std::map<std::pair<std::string, std::string>, Record> best_records(const std::vector<Record>& recs) {
   struct Program {

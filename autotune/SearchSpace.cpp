@@ -333,7 +333,7 @@ std::vector<std::string> SearchSpace::sketch_names() const {
 Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt19937_64& rng) const {
   Tracer tr(replay, rng);
   Schedule s(w_.outputs);
-  int lanes = std::max(1, target_.vector_bytes / std::max(1, w_.dtype.bytes()));
+  int lanes = this->lanes();
   auto leaves = [&](const std::string& st) { return s[st].leaf_axes(); };
   auto spatial_leaves = [&](const std::string& st) {
     std::vector<std::string> out;
@@ -608,16 +608,19 @@ bool reshape_register_block(std::vector<Decision>& d, int64_t lanes, std::mt1993
     int64_t& x = f[1] > 1 ? f[1] : f[0];
     x = halve(x);
   };
-  if (v.value[2] == lanes && 2 * lanes <= v.max_inner && o.value[2] > 1) {
-    v.value[2] = 2 * lanes, halve_outer(v.value);
-    o.value = {o.value[0], 2 * o.value[1], halve(o.value[2])};
-  } else if (v.value[2] == 2 * lanes) {
-    v.value = {v.value[0], 2 * v.value[1], lanes};
-    o.value[2] *= 2, halve_outer(o.value);
+  std::vector<int64_t> vv = v.value, ov = o.value;
+  if (vv[2] == lanes && 2 * lanes <= v.max_inner && ov[2] > 1) {
+    vv[2] = 2 * lanes, halve_outer(vv);
+    ov = {ov[0], 2 * ov[1], halve(ov[2])};
+  } else if (vv[2] == 2 * lanes) {
+    vv = {vv[0], 2 * vv[1], lanes};
+    ov[2] *= 2, halve_outer(ov);
   } else {
     return false;
   }
-  return fits(v.value, v.range, v.max_inner) && fits(o.value, o.range, o.max_inner);
+  if (!fits(vv, v.range, v.max_inner) || !fits(ov, o.range, o.max_inner)) return false;
+  v.value = vv, o.value = ov;  // only a whole reshape: on failure `d` is left as it was
+  return true;
 }
 
 }  // namespace
@@ -629,11 +632,8 @@ Candidate SearchSpace::mutate(const Candidate& c, std::mt19937_64& rng) const {
   std::vector<size_t> tiles, choices;
   for (size_t i = 0; i < d.size(); ++i) (d[i].kind == Decision::Tile ? tiles : choices).push_back(i);
   bool tile = !tiles.empty() && (choices.empty() || std::uniform_real_distribution<double>(0, 1)(rng) < 0.85);
-  int64_t lanes = std::max(1, target_.vector_bytes / std::max(1, w_.dtype.bytes()));
-  if (tile && std::uniform_int_distribution<int>(0, 4)(rng) == 0) {
-    std::vector<Decision> reshaped = d;
-    if (reshape_register_block(reshaped, lanes, rng)) return generate(&reshaped, rng);
-  }
+  if (tile && std::uniform_int_distribution<int>(0, 4)(rng) == 0 && reshape_register_block(d, lanes(), rng))
+    return generate(&d, rng);
   auto& pool = tile ? tiles : choices;
   Decision& x = d[pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng)]];
   if (x.kind == Decision::Tile) {

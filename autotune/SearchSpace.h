@@ -41,7 +41,7 @@ class SearchSpace {
   // Replays decisions (resampling any that no longer fit) into a candidate.
   Candidate replay(const std::vector<Decision>& d, std::mt19937_64& rng) const;
   // One decision changed: tile factors (most often), unroll depth, compute location,
-  // parallel granularity, vector width.
+  // parallel granularity, vector width; or a register block reshaped (two tiles at once).
   Candidate mutate(const Candidate& c, std::mt19937_64& rng) const;
   // Structurally different sketches (the first decisions of the generator), for reports.
   std::vector<std::string> sketch_names() const;
@@ -60,6 +60,7 @@ class SearchSpace {
 
  private:
   Candidate generate(const std::vector<Decision>* replay, std::mt19937_64& rng) const;
+  int lanes() const { return std::max(1, target_.vector_bytes / std::max(1, w_.dtype.bytes())); }  // per vector
   Workload w_;
   Target target_;
   std::vector<StageInfo> info_;

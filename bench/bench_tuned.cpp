@@ -53,7 +53,8 @@ void time_case(const Case& c) {
 
 // What a case's kernels and arguments need to outlive the timing.
 struct Kernels {
-  bool found;  // the log has a record: `tuned` is its kernel
+  bool found;              // the log has a record: `tuned` is its kernel
+  std::string tuned_from;  // its report field (see source)
   Module tuned, dflt;
   std::vector<Buffer> args;
 };
@@ -76,7 +77,8 @@ int main(int argc, char** argv) {
   auto add_kernels = [&](const Workload& w, const std::string& log) -> Kernels& {
     bool found = false;
     Module tuned = build_best(log, w, Target::host(), &found);
-    kernels.push_back({found, tuned, build(ops::default_schedule(w.outputs), w.args), bench::make_args(w)});
+    kernels.push_back({found, ", \"tuned_from\": \"" + source(log, w) + "\"", tuned,
+                       build(ops::default_schedule(w.outputs), w.args), bench::make_args(w)});
     return kernels.back();
   };
   auto impls = [](const Kernels& k) {
@@ -95,7 +97,7 @@ int main(int argc, char** argv) {
     float* c = k.args[2].data<float>();
     int in = int(n);
     for (int t : {1, 2}) {
-      Case cs{&gemm, shape, t, w.flops, ", \"tuned_from\": \"" + source(log, w) + "\"", impls(k)};
+      Case cs{&gemm, shape, t, w.flops, k.tuned_from, impls(k)};
       cs.impls.push_back({"openblas", [=] {
                             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, in, in, in, 1.f, a, in, b, in, 0.f,
                                         c, in);
@@ -143,7 +145,7 @@ int main(int argc, char** argv) {
                                              dnnl::memory(pd.weights_desc(), eng), dnnl::memory(pd.dst_desc(), eng)});
       std::fill_n(static_cast<float*>(o.src.get_data_handle()), pd.src_desc().get_size() / 4, 0.5f);
       std::fill_n(static_cast<float*>(o.wei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
-      Case cs{&conv, shape, t, w.flops, ", \"tuned_from\": \"" + source(log, w) + "\"", impls(k)};
+      Case cs{&conv, shape, t, w.flops, k.tuned_from, impls(k)};
       cs.impls.push_back({"onednn", [&o, &strm] {
                             o.prim.execute(strm, {{DNNL_ARG_SRC, o.src}, {DNNL_ARG_WEIGHTS, o.wei}, {DNNL_ARG_DST, o.dst}});
                             strm.wait();
