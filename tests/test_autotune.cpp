@@ -202,12 +202,12 @@ TEST(Autotune, MutationsReshapeTheRegisterBlock) {
   // An AVX2 target on any host (the kernels run anywhere on x86): with AVX-512's 16-lane
   // vectors 6x1-vector blocks are too rare a sample, and a conv block of 16 channels is
   // only one vector wide.
-  Target t = Target::host();
-  t.vector_bytes = 32;
-  t.vector_registers = 16;
+  Target avx2 = Target::host();
+  avx2.vector_bytes = 32;
+  avx2.vector_registers = 16;
   Workload w = make_workload("matmul", parse_shape("M=1024,N=1024,K=1024"));
-  SearchSpace space(w, t);
-  int64_t lanes = t.vector_bytes / 4;
+  SearchSpace space(w, avx2);
+  int64_t lanes = avx2.vector_bytes / 4;
   std::mt19937_64 rng(5);
   auto block = [](const Candidate& c) {  // innermost levels of the first two 3-level tiles: i, j
     std::vector<int64_t> b;
@@ -228,7 +228,7 @@ TEST(Autotune, MutationsReshapeTheRegisterBlock) {
   // Conv 7x7: 7 columns of one vector become 2 x 4 columns of two (the last 4 guarded),
   // and the kernel still gives the reference answer.
   Workload conv = make_workload("conv2d_nchwc", parse_shape("C=16,H=7,W=7,K=32,R=3,S=3,pad=1"));
-  SearchSpace conv_space(conv, t);
+  SearchSpace conv_space(conv, avx2);
   auto tiles = [](const Candidate& c) {  // the 3-level tiles: i, j, k, l, m
     std::vector<std::vector<int64_t>> t;
     for (auto& d : c.decisions)
