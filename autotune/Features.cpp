@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "ir/IRMutator.h"
 #include "ir/IRVisitor.h"
@@ -148,7 +149,12 @@ class Extractor : public IRVisitor {
     }
     std::vector<Buf> sorted;
     for (auto& [k, v] : bufs) sorted.push_back(v);
-    std::sort(sorted.begin(), sorted.end(), [](const Buf& a, const Buf& b) { return a.bytes > b.bytes; });
+    // Biggest first; ties broken by every field, not by where the buffers' variables
+    // happen to sit in memory (that made the features, and the model, vary run to run).
+    std::sort(sorted.begin(), sorted.end(), [](const Buf& a, const Buf& b) {
+      return std::tie(b.bytes, b.footprint, b.stride, b.write, b.scratch) <
+             std::tie(a.bytes, a.footprint, a.stride, a.write, a.scratch);
+    });
     for (size_t i = 0; i < 3 && i < sorted.size(); ++i) {
       const Buf& b = sorted[i];
       float* f = &r[16 + 7 * i];

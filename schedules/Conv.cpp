@@ -52,6 +52,24 @@ Expr window(Expr y, const IterVar& r, int64_t stride, int64_t dilation) {
   return y * int(stride) + r * int(dilation);
 }
 
+// Where the window of output (y, x) at offset (ry, rx) reads the input rather than its
+// padding (on the padded input's coordinates), as a skippable `where` of the sum: the
+// padding's zeros add nothing, so loop partitioning may skip those taps at the borders,
+// as oneDNN does, instead of multiplying by zero (a fifth of the work of a 7x7 layer with
+// a 3x3 kernel). Undefined when nothing is padded.
+Expr reads_input(Expr y, const IterVar& ry, Expr x, const IterVar& rx, const Conv2dParams& p, int64_t H, int64_t W) {
+  Expr cond;
+  auto inside = [&](Expr o, const IterVar& r, int64_t stride, int64_t dilation, int64_t pad, int64_t in) {
+    if (pad == 0) return;
+    Expr i = window(o, r, stride, dilation);
+    Expr c = i >= int(pad) && i < int(pad + in);
+    cond = cond.defined() ? (cond && c) : c;
+  };
+  inside(y, ry, p.stride_h, p.dilation_h, p.pad_h, H);
+  inside(x, rx, p.stride_w, p.dilation_w, p.pad_w, W);
+  return cond.defined() ? skippable(cond) : cond;
+}
+
 void check_groups(const char* op, int64_t C, int64_t K, int64_t groups) {
   TESSEL_USER_CHECK(C % groups == 0 && K % groups == 0, op, ": channels C=", C, " and K=", K,
                     " must both be divisible by groups=", groups);
@@ -84,7 +102,7 @@ Tensor conv2d_nchw(const Tensor& X, const Tensor& W, const Conv2dParams& p, cons
     Expr c = group_channel(k, rc, Cg, Kg, p.groups);
     return sum(Xp(n, c, window(y, ry, p.stride_h, p.dilation_h), window(x, rx, p.stride_w, p.dilation_w)) *
                    W(k, rc, ry, rx),
-               {rc, ry, rx});
+               {rc, ry, rx}, reads_input(y, ry, x, rx, p, H, Wd));
   }, name, "conv2d");
 }
 
@@ -107,7 +125,7 @@ Tensor conv2d_nhwc(const Tensor& X, const Tensor& W, const Conv2dParams& p, cons
     Expr c = group_channel(k, rc, Cg, Kg, p.groups);
     return sum(Xp(n, window(y, ry, p.stride_h, p.dilation_h), window(x, rx, p.stride_w, p.dilation_w), c) *
                    W(ry, rx, rc, k),
-               {ry, rx, rc});
+               {ry, rx, rc}, reads_input(y, ry, x, rx, p, H, Wd));
   }, name, "conv2d");
 }
 
@@ -131,7 +149,7 @@ Tensor conv2d_nchwc(const Tensor& X, const Tensor& W, const Conv2dParams& p, con
   return compute({N, KO, OH, OW, kb}, [&](Var n, Var ko, Var y, Var x, Var ki) {
     return sum(Xp(n, ico, window(y, ry, p.stride_h, p.dilation_h), window(x, rx, p.stride_w, p.dilation_w), ici) *
                    W(ko, ico, ry, rx, ici, ki),
-               {ico, ry, rx, ici});
+               {ico, ry, rx, ici}, reads_input(y, ry, x, rx, p, H, Wd));
   }, name, "conv2d");
 }
 
@@ -152,7 +170,7 @@ Tensor depthwise_conv2d_nchw(const Tensor& X, const Tensor& W, const Conv2dParam
   return compute({N, K, OH, OW}, [&](Var n, Var k, Var y, Var x) {
     return sum(Xp(n, k / int(m), window(y, ry, p.stride_h, p.dilation_h), window(x, rx, p.stride_w, p.dilation_w)) *
                    W(k, 0, ry, rx),
-               {ry, rx});
+               {ry, rx}, reads_input(y, ry, x, rx, p, H, Wd));
   }, name, "depthwise_conv2d");
 }
 

@@ -103,6 +103,52 @@ TEST(Passes, VectorizerMakesDenseRampsAndMasks) {
   EXPECT_NE(v.find(" if (ramp(0, 1, 8) < x8(5))"), std::string::npos) << v;
 }
 
+TEST(Passes, PaddedWindowSkipsItsBorderTaps) {
+  // A 1-D convolution over a zero-padded input sums only where its window reads the
+  // input: the loop over outputs splits into a head, an unguarded main part and a tail,
+  // and the head and tail run only their two inner taps.
+  Tensor X = placeholder({16}, float32, "X");
+  Tensor K = placeholder({3}, float32, "K");
+  Tensor Xp = ops::pad(X, {1}, {1}, 0.0, "Xp");
+  IterVar r = reduce_axis(3, "r");
+  Tensor Y = compute({16}, [&](Var i) {
+    Expr at = i + r;
+    return sum(Xp(at) * K(r), {r}, skippable(at >= 1 && at < 17));
+  }, "Y");
+  Schedule s({Y});
+  std::string ir = lower(s, {X, K, Y}).str();
+  EXPECT_EQ(ir.find("if ("), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("skippable"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("for (i, 0, 14)"), std::string::npos) << ir;
+  size_t head = ir.find("for (r, 0, 2)"), tail = ir.rfind("for (r, 0, 2)");  // two taps each
+  EXPECT_LT(head, ir.find("for (i, 0, 14)")) << ir;
+  EXPECT_GT(tail, ir.find("for (i, 0, 14)")) << ir;
+  ref::Buffer x = ref::random({16}, 5), k = ref::random({3}, 6);
+  ref::Buffer want({16}, float32);
+  for (int64_t i = 0; i < 16; ++i) {
+    double acc = 0;
+    for (int64_t t = 0; t < 3; ++t)
+      if (i + t - 1 >= 0 && i + t - 1 < 16) acc += x.get(i + t - 1) * k.get(t);
+    want.set(i, acc);
+  }
+  ref::expect_close(ref::run(s, {X, K, Y}, {x, k})[0], want);
+}
+
+TEST(Passes, SkippableGuardIsCheckedBeforeALoopAndDroppedOnAStore) {
+  // x >= 2 holds for the whole r loop: checked once in front of it. x + r < 9 would be a
+  // branch per store: dropped (the store is harmless where it fails).
+  Var buf("buf", handle), x("x"), r("r");
+  Stmt body = IfThenElse::make(skippable(x >= 2) && skippable(x + r < 9), Store::make(buf, Expr(1.0f), x));
+  Stmt loops = For::make(x, make_int(0), make_int(8), ForKind::Serial,
+                         For::make(r, make_int(0), make_int(3), ForKind::Serial, body));
+  std::string out = to_string(place_skippable_guards(loops));
+  size_t check = out.find("if ((x >= 2))"), inner = out.find("for (r");
+  ASSERT_NE(check, std::string::npos) << out;
+  EXPECT_LT(check, inner) << out;
+  EXPECT_EQ(out.find("if (", check + 1), std::string::npos) << out;
+  EXPECT_EQ(out.find("skippable"), std::string::npos) << out;
+}
+
 TEST(Passes, UnrollUnderPragma) {
   Var buf("buf", handle), i("i"), j("j");
   Stmt inner = For::make(j, make_int(0), make_int(4), ForKind::Serial, Store::make(buf, Expr(1.0f), i * 4 + j));

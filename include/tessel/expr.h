@@ -140,6 +140,12 @@ Expr pow(Expr x, Expr y);
 Expr floor(Expr x);
 Expr ceil(Expr x);
 
+// A condition that work may be skipped by but need not be checked by: where it fails, the
+// guarded computation must be harmless to run anyway, as a sum over a convolution's zero
+// padding is. As a reduction's `where`, loop partitioning skips those points where it
+// splits loops at the borders; elsewhere the check is dropped rather than paid for.
+Expr skippable(Expr cond);
+
 // Reductions over reduce axes. `where` masks out points of the reduction domain;
 // `init` replaces the combiner's identity as the starting value.
 Expr sum(Expr source, std::vector<IterVar> axes, Expr where = Expr(), Expr init = Expr());

@@ -85,6 +85,10 @@ Expr sigmoid(Expr x) { return unary_math(Intrinsic::Sigmoid, std::move(x)); }
 Expr erf(Expr x) { return unary_math(Intrinsic::Erf, std::move(x)); }
 Expr floor(Expr x) { return unary_math(Intrinsic::Floor, std::move(x)); }
 Expr ceil(Expr x) { return unary_math(Intrinsic::Ceil, std::move(x)); }
+Expr skippable(Expr cond) {
+  TESSEL_USER_CHECK(cond.defined() && cond.dtype().is_bool(), "skippable() needs a boolean condition");
+  return Call::make(cond.dtype(), Intrinsic::Skippable, {cond});
+}
 Expr abs(Expr x) {
   TESSEL_USER_CHECK(x.defined(), "abs() of an undefined expression");
   if (x.dtype().is_float()) return Call::make(x.dtype(), Intrinsic::Abs, {x});

@@ -240,6 +240,7 @@ const char* intrinsic_name(Intrinsic op) {
     case Intrinsic::Pow: return "pow";
     case Intrinsic::Floor: return "floor";
     case Intrinsic::Ceil: return "ceil";
+    case Intrinsic::Skippable: return "skippable";
   }
   return "?";
 }

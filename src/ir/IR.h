@@ -140,7 +140,9 @@ struct Select : ExprNode {
   static Expr make(Expr c, Expr t, Expr f);
 };
 
-enum class Intrinsic : uint8_t { Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Erf, Abs, Pow, Floor, Ceil };
+// Skippable wraps a guard's condition that may be dropped (see skippable() in expr.h);
+// remove_true_guards replaces it by true once loop partitioning has used it.
+enum class Intrinsic : uint8_t { Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Erf, Abs, Pow, Floor, Ceil, Skippable };
 const char* intrinsic_name(Intrinsic op);
 
 struct Call : ExprNode {

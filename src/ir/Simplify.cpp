@@ -494,6 +494,14 @@ class Simplifier : public IRMutator {
     if (ta >= 0) return ta ? const_false() : const_true();
     return a.same_as(op->a) ? e : Not::make(a);
   }
+  Expr visit(const Call* op, const Expr& e) override {
+    if (op->op != Intrinsic::Skippable) return IRMutator::visit(op, e);
+    // Each conjunct on its own, so that partitioning can decide them one by one.
+    if (const And* a = op->args[0].as<And>())
+      return mutate(And::make(Call::make(op->type, op->op, {a->a}), Call::make(op->type, op->op, {a->b})));
+    Expr c = mutate(op->args[0]);  // a decided condition needs the wrapper no more
+    return truth(c) >= 0 ? c : c.same_as(op->args[0]) ? e : Call::make(c.dtype(), op->op, {c});
+  }
   Expr visit(const Select* op, const Expr& e) override {
     Expr c = mutate(op->cond);
     int tc = truth(c);

@@ -71,6 +71,8 @@ LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& arg
   log("unroll_loops", s);
   s = simplify(s);
   log("simplify", s);
+  s = place_skippable_guards(s);
+  log("place_skippable_guards", s);
   s = storage_rewrite(s);
   log("storage_rewrite", s);
 

@@ -25,6 +25,9 @@ Stmt remove_true_guards(const Stmt& s);
 Stmt vectorize_loops(const Stmt& s);
 // Unrolled loops and loops under pragma auto_unroll_max_step -> straight-line code.
 Stmt unroll_loops(const Stmt& s);
+// Skippable guards that partitioning and unrolling left undecided: one check in front of
+// a loop they guard whole, dropped elsewhere (the guarded code is harmless where they fail).
+Stmt place_skippable_guards(const Stmt& s);
 // Reuses scratch buffers whose lifetimes do not overlap; hoists constant-size
 // allocations out of serial loops.
 Stmt storage_rewrite(const Stmt& s);

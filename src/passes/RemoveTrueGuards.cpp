@@ -1,8 +1,9 @@
-// Guards come from splits that do not divide and from producers computed over regions
-// that hang off a tensor's edge. Most iterations never need them: a guard that holds for
-// the whole loop is dropped, and a loop whose guards fail only from some iteration on is
-// split into an unguarded main part and a guarded tail (loop partitioning), so the main
-// part vectorizes, unrolls and keeps its accumulators in registers. The tail need not be
+// Guards come from splits that do not divide, from producers computed over regions that
+// hang off a tensor's edge, and from convolution windows that reach into the padding.
+// Most iterations never need them: a guard that holds for the whole loop is dropped, and
+// a loop whose guards fail only in its first or last iterations is split into an
+// unguarded main part and a guarded head or tail (loop partitioning), so the main part
+// vectorizes, unrolls and keeps its accumulators in registers. The tail need not be
 // one iteration: a fused loop `io.jo.fused` over a non-dividing `io` fails its guard in
 // the last `jo`-extent iterations, and a guard in a register block stops LLVM from
 // promoting the accumulators across the reduction loop (GEMM 2048 with a 96-row block
@@ -91,40 +92,55 @@ class GuardRemover : public IRMutator {
     }
     if (const_ext && ext >= 2 && op->for_kind != ForKind::Vectorized &&
         count_guards(f->body, op->var.var_node()) > 0) {
-      // Guards proved over a shorter range stay proved over any part of it, so the
-      // iterations that drop a guard form a prefix [0, p): find the longest by bisection.
+      // Guards proved over a range stay proved over any part of it, so the iterations
+      // that drop a guard form a prefix [0, p) (a split's tail fails at the end) or a
+      // suffix [p, ext) (a padded window fails at the start): find the longest of each by
+      // bisection.
       int guards = count_guards(f->body, nullptr);
-      auto fewer_guards_below = [&](int64_t p) {
-        bounds[op->var.get()] = {0, p - 1};
+      auto fewer_guards_in = [&](int64_t from, int64_t to) {
+        bounds[op->var.get()] = {from, to - 1};
         return count_guards(simplify(f->body, &bounds), nullptr) < guards;
       };
-      int64_t lo = 0, hi = ext;  // fewer_guards_below(lo) (or lo == 0); not below hi
+      int64_t lo = 0, hi = ext;  // fewer guards in [0, lo) (or lo == 0); not in [0, hi)
       while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
-        (fewer_guards_below(mid) ? lo : hi) = mid;
+        (fewer_guards_in(0, mid) ? lo : hi) = mid;
       }
+      int64_t prefix = lo;
+      lo = 0, hi = ext;  // fewer guards in [ext - lo, ext) (or lo == 0); not in [ext - hi, ext)
+      while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        (fewer_guards_in(ext - mid, ext) ? lo : hi) = mid;
+      }
+      int64_t suffix = lo;
       // Each partition copies the body: it pays only when most iterations lose a guard,
       // and only while the copies stay within the budget.
-      int64_t copy = lo > 0 && 2 * lo >= ext ? unrolled_size(f->body, max_step_).stmts : budget_ + 1;
+      int64_t clean = std::max(prefix, suffix);
+      int64_t copy = clean > 0 && 2 * clean >= ext ? unrolled_size(f->body, max_step_).stmts : budget_ + 1;
       if (copy <= budget_) {
         budget_ -= copy;
-        bounds[op->var.get()] = {0, lo - 1};
-        Stmt main_body = simplify(f->body, &bounds);
-        bounds.erase(op->var.get());
-        Stmt main = lo == 1 ? simplify(substitute(main_body, op->var, make_int(0)), &bounds)
-                            : For::make(op->var, make_int(0), make_int(lo), op->for_kind, main_body, op->thread_tag);
-        Stmt tail = ext - lo == 1 ? simplify(substitute(f->body, op->var, make_int(lo)), &bounds)
-                                  : For::make(op->var, make_int(0), make_int(ext - lo), op->for_kind,
-                                              substitute(f->body, op->var, op->var + make_int(lo)), op->thread_tag);
-        // Both parts go round again: the main part may hold guards that fail earlier,
-        // the tail loops inside it may split too.
-        return Block::make({mutate(main), mutate(tail)});
+        int64_t cut = prefix >= suffix ? prefix : ext - suffix;
+        // Both parts go round again: the part that lost a guard may hold others that fail
+        // elsewhere, and loops inside either part may split too.
+        return Block::make({mutate(part(f, 0, cut)), mutate(part(f, cut, ext))});
       }
       bounds[op->var.get()] = {0, ext - 1};
     }
     Stmt body = mutate(f->body);
     bounds.erase(op->var.get());
     return For::make(f->var, f->min, f->extent, f->for_kind, body, f->thread_tag);
+  }
+
+  // Iterations [from, to) of loop f, simplified for that range: a loop counting from 0
+  // again, or the body alone for a single iteration.
+  Stmt part(const For* f, int64_t from, int64_t to) {
+    Expr v = f->var;
+    bounds[f->var.get()] = {from, to - 1};
+    Stmt body = simplify(f->body, &bounds);
+    bounds.erase(f->var.get());
+    if (to - from == 1) return simplify(substitute(body, f->var, make_int(from)), &bounds);
+    if (from > 0) body = substitute(body, f->var, v + make_int(from));
+    return For::make(f->var, make_int(0), make_int(to - from), f->for_kind, body, f->thread_tag);
   }
 
   // Bounds of the loops enclosing `op` (its own variable's range is the simplifier's job).

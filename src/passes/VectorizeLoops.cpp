@@ -70,6 +70,8 @@ class Widen : public IRMutator {
     bool vec = false;
     for (auto& a : op->args) args.push_back(mutate(a)), vec |= args.back().dtype().is_vector();
     if (!vec) return IRMutator::visit(op, e);
+    // A skippable guard that differs between lanes would cost a masked store: drop it.
+    if (op->op == Intrinsic::Skippable) return const_true();
     for (auto& a : args) a = widen(a, lanes_);
     return Call::make(op->type.with_lanes(lanes_), op->op, args);
   }
