@@ -366,6 +366,10 @@ inline bool is_zero(const Expr& e) { int64_t v; return is_const_int(e, &v) && v 
 inline bool is_one(const Expr& e) { int64_t v; return is_const_int(e, &v) && v == 1; }
 Expr const_true();
 Expr const_false();
+inline bool is_skippable(const Expr& e) {
+  const Call* c = e.as<Call>();
+  return c && c->op == Intrinsic::Skippable;
+}
 Expr make_int(int64_t v, DType t = int32);
 
 }  // namespace tessel

@@ -15,11 +15,6 @@
 namespace tessel {
 namespace {
 
-bool is_skippable(const Expr& e) {
-  const Call* c = e.as<Call>();
-  return c && c->op == Intrinsic::Skippable;
-}
-
 void conjuncts(const Expr& e, std::vector<Expr>* out) {
   if (const And* a = e.as<And>()) {
     conjuncts(a->a, out);
