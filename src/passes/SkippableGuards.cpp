@@ -9,7 +9,7 @@
 // (a 28x28 layer ran at half speed with such branches left in its register block).
 #include "ir/IRMutator.h"
 #include "ir/IRVisitor.h"
-#include "ir/Simplify.h"
+#include "ir/Simplify.h"  // equal
 #include "passes/Passes.h"
 
 namespace tessel {
@@ -101,13 +101,18 @@ class Hoist : public IRMutator {
 class Settle : public IRMutator {
  protected:
   Stmt visit(const IfThenElse* op, const Stmt& s) override {
-    bool before_loop = op->then_case.as<For>() != nullptr && !op->else_case.defined();
-    if (!before_loop) return IRMutator::visit(op, s);
-    std::vector<Expr> cs;
+    std::vector<Expr> cs, kept;
     conjuncts(op->cond, &cs);
-    for (auto& c : cs)
-      if (is_skippable(c)) c = static_cast<const Call*>(c.get())->args[0];
-    return IfThenElse::make(all_of(cs), mutate(op->then_case));
+    bool before_loop = op->then_case.as<For>() != nullptr && !op->else_case.defined();
+    bool any = false;
+    for (auto& c : cs) {
+      if (!is_skippable(c)) kept.push_back(c);
+      else if (before_loop) kept.push_back(static_cast<const Call*>(c.get())->args[0]);
+      any |= is_skippable(c);
+    }
+    if (!any) return IRMutator::visit(op, s);
+    Stmt then_case = mutate(op->then_case);
+    return kept.empty() ? then_case : IfThenElse::make(all_of(kept), then_case, mutate(op->else_case));
   }
   Expr visit(const Call* op, const Expr& e) override {
     return op->op == Intrinsic::Skippable ? const_true() : IRMutator::visit(op, e);
@@ -116,6 +121,6 @@ class Settle : public IRMutator {
 
 }  // namespace
 
-Stmt place_skippable_guards(const Stmt& s) { return simplify(Settle().mutate(Hoist().mutate(s))); }
+Stmt place_skippable_guards(const Stmt& s) { return Settle().mutate(Hoist().mutate(s)); }
 
 }  // namespace tessel
