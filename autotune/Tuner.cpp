@@ -299,9 +299,10 @@ class Tuner {
       }
       pop = std::move(next);
     }
-    auto best_first = [](const Scored& scored) {
+    auto best_first = [&](const Scored& scored) {
       std::vector<std::pair<float, Candidate>> sorted;
       for (auto& [k, v] : scored) sorted.push_back(v);
+      std::shuffle(sorted.begin(), sorted.end(), rng_);  // ties in random order, not by key
       std::stable_sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.first > b.first; });
       std::vector<Candidate> out;
       for (auto& [s, c] : sorted) out.push_back(c);
