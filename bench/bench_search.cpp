@@ -9,7 +9,9 @@
 // more than the searches differ. So the kernels behind every step of the three curves are
 // also timed again here, side by side in interleaved rounds, and the comparison is made
 // twice: on the searches' own timings ("search") and on the side-by-side ones ("retimed").
-//   bench_search [trials [seed...]]   (default 160 trials, seed 42)
+//   bench_search [trials [seed...] [op...]]   (default 160 trials, seed 42, both workloads;
+//                                              an op name, matmul or conv2d_nchwc, keeps only its workload)
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -86,13 +88,27 @@ void report(const Workload& w, const std::map<std::string, TaskResult>& res, int
 
 int main(int argc, char** argv) {
   int trials = argc > 1 ? std::atoi(argv[1]) : 160;
-  std::vector<uint64_t> seeds;
-  for (int i = 2; i < argc; ++i) seeds.push_back(std::strtoull(argv[i], nullptr, 10));
-  if (seeds.empty()) seeds = {42};
   std::vector<std::pair<std::string, std::string>> cases = {
       {"matmul", "M=1024,N=1024,K=1024"},
       {"conv2d_nchwc", "C=128,H=28,W=28,K=128,R=3,S=3,stride=1,pad=1"},
   };
+  std::vector<uint64_t> seeds;
+  std::vector<std::string> only;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    bool is_op = std::any_of(cases.begin(), cases.end(), [&](auto& c) { return c.first == a; });
+    if (is_op) {
+      only.push_back(a);
+    } else if (!a.empty() && a.find_first_not_of("0123456789") == std::string::npos) {
+      seeds.push_back(std::strtoull(a.c_str(), nullptr, 10));
+    } else {
+      std::fprintf(stderr, "bench_search: '%s' is neither a seed (a number) nor an op (matmul, conv2d_nchwc)\n", a.c_str());
+      return 2;
+    }
+  }
+  if (seeds.empty()) seeds = {42};
+  if (!only.empty())
+    std::erase_if(cases, [&](auto& c) { return std::find(only.begin(), only.end(), c.first) == only.end(); });
   const std::string logs = std::string(TESSEL_SOURCE_DIR) + "/tuning_logs/";
   const std::vector<std::string> history = {logs + "gemm_512.json", logs + "gemm_1024.json", logs + "gemm_2048.json",
                                             logs + "resnet50_conv2d.json"};
