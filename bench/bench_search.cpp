@@ -93,12 +93,12 @@ int main(int argc, char** argv) {
       {"conv2d_nchwc", "C=128,H=28,W=28,K=128,R=3,S=3,stride=1,pad=1"},
   };
   std::vector<uint64_t> seeds;
-  std::vector<std::string> only;
+  std::vector<std::pair<std::string, std::string>> chosen;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
-    bool is_op = std::any_of(cases.begin(), cases.end(), [&](auto& c) { return c.first == a; });
-    if (is_op) {
-      only.push_back(a);
+    auto c = std::find_if(cases.begin(), cases.end(), [&](auto& c) { return c.first == a; });
+    if (c != cases.end()) {
+      chosen.push_back(*c);
     } else if (!a.empty() && a.find_first_not_of("0123456789") == std::string::npos) {
       seeds.push_back(std::strtoull(a.c_str(), nullptr, 10));
     } else {
@@ -107,8 +107,7 @@ int main(int argc, char** argv) {
     }
   }
   if (seeds.empty()) seeds = {42};
-  if (!only.empty())
-    std::erase_if(cases, [&](auto& c) { return std::find(only.begin(), only.end(), c.first) == only.end(); });
+  if (!chosen.empty()) cases = chosen;
   const std::string logs = std::string(TESSEL_SOURCE_DIR) + "/tuning_logs/";
   const std::vector<std::string> history = {logs + "gemm_512.json", logs + "gemm_1024.json", logs + "gemm_2048.json",
                                             logs + "resnet50_conv2d.json"};
