@@ -5,17 +5,22 @@
 // workload's own records are never used). Prints the curve points and the number of trials
 // each guided search needed to reach the random search's final best.
 //
-// The searches run one after another, minutes apart, and this machine's speed drifts by
-// more than the searches differ. So the kernels behind every step of the three curves are
-// also timed again here, side by side in interleaved rounds, and the comparison is made
-// twice: on the searches' own timings ("search") and on the side-by-side ones ("retimed").
+// This machine's speed drifts by more than the searches differ, over minutes. So the three
+// searches run in lockstep, one round of each in turn (a slow spell falls on all of them),
+// and the kernels behind every step of the three curves are timed again at the end, side by
+// side in interleaved rounds: the comparison is made on the searches' own timings
+// ("search") and on the side-by-side ones ("retimed").
 //   bench_search [trials [seed...] [op...]]   (default 160 trials, seed 42, both workloads;
 //                                              an op name, matmul or conv2d_nchwc, keeps only its workload)
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "Harness.h"
 #include "Kernels.h"
@@ -28,6 +33,61 @@ using namespace tessel::autotune;
 namespace {
 
 using Curve = std::vector<std::pair<int, double>>;
+
+// Whose round it is among searches run in lockstep (each in a thread of its own): a search
+// waits for its turn before it starts and after each round, and passes the turn on to the
+// next search that has not finished.
+class Turns {
+ public:
+  explicit Turns(int n) : done_(n, false) {}
+  void wait(int i) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return turn_ == i; });
+  }
+  void pass(int i, bool finished) {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_[i] = finished;
+    int n = int(done_.size());
+    for (int k = 1; k <= n; ++k)
+      if (!done_[(i + k) % n]) {
+        turn_ = (i + k) % n;
+        break;
+      }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<bool> done_;
+  int turn_ = 0;
+};
+
+// Tunes `w` once per options, the runs in lockstep (see Turns).
+std::vector<TaskResult> tune_in_lockstep(const Workload& w, std::vector<TuneOptions> opts) {
+  Turns turns(int(opts.size()));
+  std::vector<TaskResult> res(opts.size());
+  std::vector<std::exception_ptr> failed(opts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < opts.size(); ++i)
+    threads.emplace_back([&, i] {
+      turns.wait(int(i));
+      opts[i].on_progress = [&, i](const Progress&) {
+        turns.pass(int(i), false);
+        turns.wait(int(i));
+      };
+      try {
+        res[i] = tune(w, opts[i]);
+      } catch (...) {
+        failed[i] = std::current_exception();
+      }
+      turns.pass(int(i), true);
+    });
+  for (auto& t : threads) t.join();
+  for (auto& f : failed)
+    if (f) std::rethrow_exception(f);
+  return res;
+}
 
 // GFLOP/s of every kernel behind the curves' steps, timed side by side (by steps text).
 std::map<std::string, double> retime(const Workload& w, const std::map<std::string, TaskResult>& res) {
@@ -114,16 +174,20 @@ int main(int argc, char** argv) {
   for (uint64_t seed : seeds) {
     for (auto& [op, shape] : cases) {
       Workload w = make_workload(op, parse_shape(shape));
-      std::map<std::string, TaskResult> res;
-      for (std::string impl : {"random", "guided", "guided+history"}) {
+      const std::vector<std::string> impls = {"random", "guided", "guided+history"};
+      std::vector<TuneOptions> opts;
+      for (auto& impl : impls) {
         TuneOptions o;
         o.trials = trials;
         o.seed = seed;
         o.use_cost_model = impl != "random";
         if (impl == "guided+history") o.history = history;
         o.remeasure_top = 0;  // compare the search itself
-        res[impl] = tune(w, o);
+        opts.push_back(o);
       }
+      std::vector<TaskResult> done = tune_in_lockstep(w, opts);
+      std::map<std::string, TaskResult> res;
+      for (size_t i = 0; i < impls.size(); ++i) res[impls[i]] = done[i];
       report(w, res, trials, seed, "search", [](const TaskResult& r) { return r.curve; });
       auto retimed = retime(w, res);
       report(w, res, trials, seed, "retimed", [&](const TaskResult& r) { return retimed_curve(r, retimed); });
