@@ -252,6 +252,37 @@ TEST(Autotune, MutationsReshapeTheRegisterBlock) {
   EXPECT_LE(error_vs_default(conv, m.steps), 1e-3) << m.key;
 }
 
+// A tile mutation may move a factor from one level to another (Ansor's), keeping the tile's
+// size: a redraw of one level always changes it, and near the best programs that loses.
+TEST(Autotune, MutationsMoveAFactorBetweenTileLevels) {
+  Workload w = make_workload("matmul", parse_shape("M=256,N=256,K=256"));
+  SearchSpace space(w, Target::host());
+  std::mt19937_64 rng(3);
+  auto product = [](const Decision& d) {
+    int64_t p = 1;
+    for (int64_t v : d.value) p *= v;
+    return p;
+  };
+  int moved = 0;
+  Candidate example;
+  for (int s = 0; s < 8; ++s) {
+    Candidate c = space.sample(rng);
+    for (int i = 0; i < 100; ++i) {
+      Candidate m = space.mutate(c, rng);
+      if (m.decisions.size() != c.decisions.size()) continue;
+      std::vector<size_t> changed;
+      for (size_t k = 0; k < c.decisions.size(); ++k)
+        if (!(m.decisions[k] == c.decisions[k])) changed.push_back(k);
+      if (changed.size() != 1) continue;
+      const Decision &a = c.decisions[changed[0]], &b = m.decisions[changed[0]];
+      if (a.kind == Decision::Tile && product(a) == product(b)) ++moved, example = m;
+    }
+  }
+  EXPECT_GE(moved, 20) << "of 800 mutants, " << moved << " moved a factor between two levels of a tile";
+  ASSERT_FALSE(example.steps.empty());
+  EXPECT_LE(error_vs_default(w, example.steps), 1e-3) << example.key;
+}
+
 TEST(Autotune, ParallelLoopsGiveEveryCoreWorkAndPaddingIsOftenAtTheRoot) {
   // Batch 1: the outermost loop has extent 1, and a parallel loop made of it alone is a
   // serial kernel (one draw in five was). The output's parallel loop fuses outer loops
