@@ -9,10 +9,14 @@
 // searches run in lockstep, one round of each in turn (a slow spell falls on all of them),
 // and the kernels behind every step of the three curves are timed again at the end, side by
 // side in interleaved rounds: the comparison is made on the searches' own timings
-// ("search") and on the side-by-side ones ("retimed").
+// ("search") and on the side-by-side ones ("retimed"). The last lines sum up the seeds: in
+// how many the guided search got there in at most half the budget, exactly and within 1%
+// (one kernel's timings in two processes differ by ~0.5% on a quiet machine, more in a
+// slow spell), and the median share of the budget it took.
 //   bench_search [trials [seed...] [op...]]   (default 160 trials, seed 42, both workloads;
 //                                              an op name, matmul or conv2d_nchwc, keeps only its workload)
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -120,9 +124,13 @@ Curve retimed_curve(const TaskResult& r, const std::map<std::string, double>& gf
 
 // For each guided search: the trials it needed to reach the random search's final best
 // (and within 1% of it: timings of one kernel differ by about that between runs).
+// Trials each comparison needed, by (workload, guided search, timing): to reach random
+// search's final best, and to come within 1% of it (-1: never), one entry per seed.
+using Reaches = std::map<std::vector<std::string>, std::vector<std::pair<int, int>>>;
+
 template <class CurveOf>
 void report(const Workload& w, const std::map<std::string, TaskResult>& res, int trials, uint64_t seed,
-            const char* timing, CurveOf curve_of) {
+            const char* timing, CurveOf curve_of, Reaches& reaches) {
   for (auto& [impl, r] : res)
     for (auto& [t, g] : curve_of(r))
       std::printf("{\"bench\": \"search\", \"shape\": \"%s\", \"impl\": \"%s\", \"timing\": \"%s\", \"trials\": %d, "
@@ -140,8 +148,36 @@ void report(const Workload& w, const std::map<std::string, TaskResult>& res, int
                 "\"trials_to_random_final\": %d, \"ratio\": %.2f, \"trials_to_99pct\": %d}\n",
                 w.key().c_str(), impl.c_str(), timing, (unsigned long long)seed, trials, target, c.back().second, reach,
                 reach > 0 ? double(reach) / trials : -1.0, near);
+    reaches[{w.key(), impl, timing}].emplace_back(reach, near);
   }
   std::fflush(stdout);
+}
+
+// Over the seeds: how many comparisons met "at most half the trials", exactly and within
+// 1%, and the median share of the budget (a search that never got there counts as more
+// than the whole budget).
+void summarize(const Reaches& reaches, int trials) {
+  for (auto& [key, runs] : reaches) {
+    auto share = [&](bool near) {
+      std::vector<double> s;
+      int met = 0;
+      for (auto& [reach, within] : runs) {
+        int t = near ? within : reach;
+        s.push_back(t > 0 ? double(t) / trials : INFINITY);
+        met += t > 0 && 2 * t <= trials;
+      }
+      std::sort(s.begin(), s.end());
+      double median = s.size() % 2 ? s[s.size() / 2] : (s[s.size() / 2 - 1] + s[s.size() / 2]) / 2;
+      return std::make_pair(met, median);
+    };
+    auto [met, median] = share(false);
+    auto [met99, median99] = share(true);
+    std::printf("{\"bench\": \"search_summary\", \"shape\": \"%s\", \"impl\": \"%s\", \"timing\": \"%s\", "
+                "\"budget\": %d, \"seeds\": %zu, \"met_half\": %d, \"median_ratio\": %.2f, \"met_half_99pct\": %d, "
+                "\"median_ratio_99pct\": %.2f}\n",
+                key[0].c_str(), key[1].c_str(), key[2].c_str(), trials, runs.size(), met,
+                std::isfinite(median) ? median : -1.0, met99, std::isfinite(median99) ? median99 : -1.0);
+  }
 }
 
 }  // namespace
@@ -171,6 +207,7 @@ int main(int argc, char** argv) {
   const std::string logs = std::string(TESSEL_SOURCE_DIR) + "/tuning_logs/";
   const std::vector<std::string> history = {logs + "gemm_512.json", logs + "gemm_1024.json", logs + "gemm_2048.json",
                                             logs + "resnet50_conv2d.json"};
+  Reaches reaches;
   for (uint64_t seed : seeds) {
     for (auto& [op, shape] : cases) {
       Workload w = make_workload(op, parse_shape(shape));
@@ -188,10 +225,11 @@ int main(int argc, char** argv) {
       std::vector<TaskResult> done = tune_in_lockstep(w, opts);
       std::map<std::string, TaskResult> res;
       for (size_t i = 0; i < impls.size(); ++i) res[impls[i]] = done[i];
-      report(w, res, trials, seed, "search", [](const TaskResult& r) { return r.curve; });
+      report(w, res, trials, seed, "search", [](const TaskResult& r) { return r.curve; }, reaches);
       auto retimed = retime(w, res);
-      report(w, res, trials, seed, "retimed", [&](const TaskResult& r) { return retimed_curve(r, retimed); });
+      report(w, res, trials, seed, "retimed", [&](const TaskResult& r) { return retimed_curve(r, retimed); }, reaches);
     }
   }
+  summarize(reaches, trials);
   return 0;
 }
