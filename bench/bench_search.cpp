@@ -14,7 +14,8 @@
 // (one kernel's timings in two processes differ by ~0.5% on a quiet machine, more in a
 // slow spell), and the median share of the budget it took.
 //   bench_search [trials [seed...] [op...]]   (default 160 trials, seed 42, both workloads;
-//                                              an op name, matmul or conv2d_nchwc, keeps only its workload)
+//                                              an op name, matmul or conv2d_nchwc, keeps only its workload;
+//                                              op:shape names another workload)
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
@@ -195,15 +196,26 @@ int main(int argc, char** argv) {
     auto c = std::find_if(cases.begin(), cases.end(), [&](auto& c) { return c.first == a; });
     if (c != cases.end()) {
       chosen.push_back(*c);
+    } else if (size_t colon = a.find(':'); colon != std::string::npos) {
+      chosen.emplace_back(a.substr(0, colon), a.substr(colon + 1));  // op:shape, checked by make_workload
     } else if (!a.empty() && a.find_first_not_of("0123456789") == std::string::npos) {
       seeds.push_back(std::strtoull(a.c_str(), nullptr, 10));
     } else {
-      std::fprintf(stderr, "bench_search: '%s' is neither a seed (a number) nor an op (matmul, conv2d_nchwc)\n", a.c_str());
+      std::fprintf(stderr, "bench_search: '%s' is neither a seed (a number), an op (matmul, conv2d_nchwc) nor op:shape "
+                           "(conv2d_nchwc:C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1)\n", a.c_str());
       return 2;
     }
   }
   if (seeds.empty()) seeds = {42};
   if (!chosen.empty()) cases = chosen;
+  for (auto& [op, shape] : cases) {
+    try {
+      make_workload(op, parse_shape(shape));
+    } catch (const Error& e) {
+      std::fprintf(stderr, "bench_search: %s:%s: %s\n", op.c_str(), shape.c_str(), e.what());
+      return 2;
+    }
+  }
   const std::string logs = std::string(TESSEL_SOURCE_DIR) + "/tuning_logs/";
   const std::vector<std::string> history = {logs + "gemm_512.json", logs + "gemm_1024.json", logs + "gemm_2048.json",
                                             logs + "resnet50_conv2d.json"};
