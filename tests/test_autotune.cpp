@@ -310,6 +310,33 @@ TEST(Autotune, ParallelLoopsGiveEveryCoreWorkAndPaddingIsOftenAtTheRoot) {
   EXPECT_GE(pad_at_root, n / 8);
 }
 
+// A mutation that redraws where the padding is computed inlines it one time in four;
+// samples, drawing among dozens of loops, seldom do. Where inlining wins, the evolution
+// gets there from the tiles it has found.
+TEST(Autotune, MutationsOfThePaddingLocationInlineItOften) {
+  Workload w = make_workload("conv2d_nchwc", parse_shape("C=32,H=14,W=14,K=32,R=3,S=3,stride=1,pad=1"));
+  SearchSpace space(w, Target::host());
+  std::mt19937_64 rng(5);
+  auto inlined = [](const Candidate& c) { return c.key.find("[\"compute_inline\",\"conv.pad\"]") != std::string::npos; };
+  int n = 200, sampled = 0, relocated = 0, mutated_inline = 0;
+  Candidate example;
+  for (int i = 0; i < n; ++i) {
+    Candidate c = space.sample(rng);
+    sampled += inlined(c);
+    for (int k = 0; k < 20; ++k) {
+      Candidate m = space.mutate(c, rng);
+      if (m.decisions.size() != c.decisions.size() || m.decisions.back() == c.decisions.back()) continue;
+      ++relocated;  // the padding's location is the last decision
+      if (inlined(m) && !inlined(c)) ++mutated_inline, example = m;
+    }
+  }
+  EXPECT_LE(sampled, n / 10);
+  ASSERT_GE(relocated, 20);
+  EXPECT_GE(mutated_inline, relocated / 10) << "of " << relocated << " mutants that moved the padding";
+  ASSERT_FALSE(example.steps.empty());
+  EXPECT_LE(error_vs_default(w, example.steps), 1e-3) << example.key;
+}
+
 TEST(Autotune, FeaturesAreFixedSizeAndSeeVectorization) {
   Workload w = make_workload("matmul", parse_shape("M=64,N=64,K=64"));
   Schedule plain(w.outputs);
