@@ -38,8 +38,8 @@ class Tracer {
     if (r && r->kind == Decision::Choice && !r->value.empty() && r->value[0] < d.range) {
       d.value = r->value;
     } else {
-      double u = preferred.empty() || preferred[0] >= d.range ? 1.0 : unit();
-      size_t k = size_t(u / std::max(p, 1e-9));
+      // preferred[k] when a uniform draw in [0, 1) falls in [k p, (k + 1) p)
+      size_t k = preferred.empty() || preferred[0] >= d.range ? preferred.size() : size_t(unit() / std::max(p, 1e-9));
       if (k < preferred.size() && preferred[k] < d.range) d.value = {preferred[k]};
       else d.value = {uniform(0, d.range - 1)};
     }
@@ -562,9 +562,11 @@ Candidate SearchSpace::generate(const std::vector<Decision>* replay, std::mt1993
     // reaches them by mutation, stalled ~3% below the random search that drew one. The
     // cost model weeds out such mutants where inlining loses (most layers), unmeasured.
     int64_t options = int64_t(places.size()) + 1 + (in.reduce ? 0 : 1);
-    std::vector<int64_t> preferred;
-    if (!in.reduce) preferred.push_back(int64_t(places.size()));
-    if (!in.reduce && tr.redrawing()) preferred.push_back(options - 1);
+    std::vector<int64_t> preferred;  // the root; for a mutation, inlined too
+    if (!in.reduce) {
+      preferred.push_back(int64_t(places.size()));
+      if (tr.redrawing()) preferred.push_back(options - 1);
+    }
     int64_t pick = tr.choice(options, preferred, 0.25);
     if (!in.reduce && pick == options - 1) {
       s[in.name].compute_inline();

@@ -29,6 +29,7 @@
 
 #include "Harness.h"
 #include "Kernels.h"
+#include "autotune/Records.h"
 #include "tessel/autotune.h"
 #include "tessel/tessel.h"
 
@@ -123,12 +124,12 @@ Curve retimed_curve(const TaskResult& r, const std::map<std::string, double>& gf
   return out;
 }
 
-// For each guided search: the trials it needed to reach the random search's final best
-// (and within 1% of it: timings of one kernel differ by about that between runs).
 // Trials each comparison needed, by (workload, guided search, timing): to reach random
 // search's final best, and to come within 1% of it (-1: never), one entry per seed.
 using Reaches = std::map<std::vector<std::string>, std::vector<std::pair<int, int>>>;
 
+// For each guided search: the trials it needed to reach the random search's final best
+// (and within 1% of it: timings of one kernel differ by about that between runs).
 template <class CurveOf>
 void report(const Workload& w, const std::map<std::string, TaskResult>& res, int trials, uint64_t seed,
             const char* timing, CurveOf curve_of, Reaches& reaches) {
@@ -167,9 +168,7 @@ void summarize(const Reaches& reaches, int trials) {
         s.push_back(t > 0 ? double(t) / trials : INFINITY);
         met += t > 0 && 2 * t <= trials;
       }
-      std::sort(s.begin(), s.end());
-      double median = s.size() % 2 ? s[s.size() / 2] : (s[s.size() / 2 - 1] + s[s.size() / 2]) / 2;
-      return std::make_pair(met, median);
+      return std::make_pair(met, median(s));
     };
     auto [met, median] = share(false);
     auto [met99, median99] = share(true);
@@ -208,9 +207,10 @@ int main(int argc, char** argv) {
   }
   if (seeds.empty()) seeds = {42};
   if (!chosen.empty()) cases = chosen;
+  std::vector<Workload> workloads;
   for (auto& [op, shape] : cases) {
     try {
-      make_workload(op, parse_shape(shape));
+      workloads.push_back(make_workload(op, parse_shape(shape)));
     } catch (const Error& e) {
       std::fprintf(stderr, "bench_search: %s:%s: %s\n", op.c_str(), shape.c_str(), e.what());
       return 2;
@@ -221,8 +221,7 @@ int main(int argc, char** argv) {
                                             logs + "resnet50_conv2d.json"};
   Reaches reaches;
   for (uint64_t seed : seeds) {
-    for (auto& [op, shape] : cases) {
-      Workload w = make_workload(op, parse_shape(shape));
+    for (const Workload& w : workloads) {
       const std::vector<std::string> impls = {"random", "guided", "guided+history"};
       std::vector<TuneOptions> opts;
       for (auto& impl : impls) {
