@@ -41,7 +41,6 @@ struct TaskState {
   TaskResult result;
   std::vector<double> best_history;  // best seconds after each round
   bool dead = false;
-  int stale_rounds = 0;
   bool model_trusted = false;  // the model has ranked one of this task's rounds before seeing it
   std::vector<Candidate> stand_ins;  // the best programs of another CPU, measured first (best first)
 };
@@ -183,10 +182,7 @@ class Tuner {
     std::vector<MeasureResult> res = t.measurer->measure(steps, idx, std::isfinite(known) ? known : 0);
     for (size_t i = 0; i < cands.size(); ++i) record(t, cands[i], res[i]);
     if (!t.model_trusted) t.model_trusted = model_ranks_latest(t, cands.size());
-    double best = best_seconds(t);
-    bool improved = t.best_history.empty() || best < t.best_history.back() * 0.999;
-    t.stale_rounds = improved ? 0 : t.stale_rounds + 1;
-    t.best_history.push_back(best);
+    t.best_history.push_back(best_seconds(t));
     // The search's own progress: its trials (not the default's measurement) and its best.
     const Measured* found = best_searched(t);
     int searched = int(std::count_if(t.measured.begin(), t.measured.end(), [](auto& m) { return !m.cand.decisions.empty(); }));
@@ -219,11 +215,13 @@ class Tuner {
   // round is random: a model fitted to a few dozen measurements often ranks no better than
   // chance (cold runs of bench_search trailed random search at 32-48 trials), and random
   // candidates keep its test fair.
-  // The model's share alternates between the best-predicted mutants and the best-predicted
-  // fresh samples: mutants alone crowd around the first good programs found (cold runs
-  // stalled a few percent below random search's best while the model ranked well), and
-  // picking the top of fresh samples reached random search's best in about a third of its
-  // trials in an offline replay of 319 conv2d measurements.
+  // The model's share is three best-predicted mutants to one best-predicted fresh sample:
+  // mutants alone crowd around the first good programs found (cold runs stalled a few
+  // percent below random search's best while the model ranked well), and the top of fresh
+  // samples finds new families now and then; but the model ranks unfamiliar programs
+  // poorly, and a round's fresh picks were often far slower than its mutants (NCHW conv2d
+  // 64@56: 47-112 GFLOP/s against 153-198). Over six seeds of 64 cold trials on that
+  // layer, one fresh pick in four found 170 GFLOP/s on average, one in two 147, none 157.
   std::vector<Candidate> propose(TaskState& t, int n) {
     std::vector<Candidate> out;
     std::set<std::string> chosen;
@@ -243,9 +241,11 @@ class Tuner {
     int n_random = std::max(1, int(std::round(left * share)));
     if (n_random < left) {
       auto [mutants, fresh] = evolve(t);
-      for (size_t i = 0; i < std::max(mutants.size(), fresh.size()); ++i) {
-        if (i < fresh.size()) take(fresh[i], n - n_random);
-        if (i < mutants.size()) take(mutants[i], n - n_random);
+      size_t f = 0, m = 0;
+      for (int k = 0; f < fresh.size() || m < mutants.size(); ++k) {
+        bool fresh_turn = k % 4 == 0 || m == mutants.size();
+        if (fresh_turn && f < fresh.size()) take(fresh[f++], n - n_random);
+        else take(mutants[m++], n - n_random);
       }
     }
     // The random share, and the rest when evolution found too few (a small space).
