@@ -39,7 +39,7 @@ class Tracer {
       d.value = r->value;
     } else {
       // preferred[k] when a uniform draw in [0, 1) falls in [k p, (k + 1) p)
-      size_t k = preferred.empty() || preferred[0] >= d.range ? preferred.size() : size_t(unit() / std::max(p, 1e-9));
+      size_t k = preferred.empty() ? 0 : size_t(unit() / std::max(p, 1e-9));
       if (k < preferred.size() && preferred[k] < d.range) d.value = {preferred[k]};
       else d.value = {uniform(0, d.range - 1)};
     }
