@@ -19,9 +19,16 @@
 // layer conv2d_nchwc 128@28 is there by name: its default schedule is within 1-3% of the
 // best of ~870 programs, and which search "reaches the best" there is mostly decided by
 // the machine's drift.
-//   bench_search [trials [seed...] [op...]]   (default 160 trials, seed 42, matmul and conv2d;
-//                                              an op name, matmul, conv2d or conv2d_nchwc, keeps only its
-//                                              workload; op:shape names another workload)
+//
+// Kernels run on one thread unless threads=N says otherwise. On this VM the host moves the
+// two vCPUs between cores that share an L3 and cores on different dies, for seconds to
+// minutes at a time, and a two-thread kernel's speed follows (by 3-25%, differently per
+// kernel): at two threads, which search "got there" is often decided by where the vCPUs
+// sat when each kernel was timed. One thread measures the searches.
+//   bench_search [trials [seed...] [op...] [threads=N]]
+//     default 160 trials, seed 42, matmul and conv2d, one thread; an op name (matmul, conv2d
+//     or conv2d_nchwc) keeps only its workload; op:shape names another workload;
+//     threads=0 runs kernels on all cores
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
@@ -137,12 +144,12 @@ using Reaches = std::map<std::vector<std::string>, std::vector<std::pair<int, in
 // For each guided search: the trials it needed to reach the random search's final best
 // (and within 1% of it: timings of one kernel differ by about that between runs).
 template <class CurveOf>
-void report(const Workload& w, const std::map<std::string, TaskResult>& res, int trials, uint64_t seed,
+void report(const Workload& w, const std::map<std::string, TaskResult>& res, int trials, uint64_t seed, int threads,
             const char* timing, CurveOf curve_of, Reaches& reaches) {
   for (auto& [impl, r] : res)
     for (auto& [t, g] : curve_of(r))
-      std::printf("{\"bench\": \"search\", \"shape\": \"%s\", \"impl\": \"%s\", \"timing\": \"%s\", \"trials\": %d, "
-                  "\"gflops\": %.1f}\n", w.key().c_str(), impl.c_str(), timing, t, g);
+      std::printf("{\"bench\": \"search\", \"shape\": \"%s\", \"impl\": \"%s\", \"threads\": %d, \"timing\": \"%s\", "
+                  "\"trials\": %d, \"gflops\": %.1f}\n", w.key().c_str(), impl.c_str(), threads, timing, t, g);
   double target = curve_of(res.at("random")).back().second;
   for (std::string impl : {"guided", "guided+history"}) {
     Curve c = curve_of(res.at(impl));
@@ -151,11 +158,11 @@ void report(const Workload& w, const std::map<std::string, TaskResult>& res, int
       if (near < 0 && g >= 0.99 * target) near = t;
       if (reach < 0 && g >= target) reach = t;
     }
-    std::printf("{\"bench\": \"search\", \"shape\": \"%s\", \"impl\": \"%s\", \"timing\": \"%s\", \"seed\": %llu, "
-                "\"budget\": %d, \"random_final_gflops\": %.1f, \"final_gflops\": %.1f, "
+    std::printf("{\"bench\": \"search\", \"shape\": \"%s\", \"impl\": \"%s\", \"threads\": %d, \"timing\": \"%s\", "
+                "\"seed\": %llu, \"budget\": %d, \"random_final_gflops\": %.1f, \"final_gflops\": %.1f, "
                 "\"trials_to_random_final\": %d, \"ratio\": %.2f, \"trials_to_99pct\": %d}\n",
-                w.key().c_str(), impl.c_str(), timing, (unsigned long long)seed, trials, target, c.back().second, reach,
-                reach > 0 ? double(reach) / trials : -1.0, near);
+                w.key().c_str(), impl.c_str(), threads, timing, (unsigned long long)seed, trials, target,
+                c.back().second, reach, reach > 0 ? double(reach) / trials : -1.0, near);
     reaches[{w.key(), impl, timing}].emplace_back(reach, near);
   }
   std::fflush(stdout);
@@ -164,7 +171,7 @@ void report(const Workload& w, const std::map<std::string, TaskResult>& res, int
 // Over the seeds: how many comparisons met "at most half the trials", exactly and within
 // 1%, and the median share of the budget (a search that never got there counts as more
 // than the whole budget).
-void summarize(const Reaches& reaches, int trials) {
+void summarize(const Reaches& reaches, int trials, int threads) {
   for (auto& [key, runs] : reaches) {
     auto share = [&](bool near) {
       std::vector<double> s;
@@ -178,10 +185,10 @@ void summarize(const Reaches& reaches, int trials) {
     };
     auto [met, median] = share(false);
     auto [met99, median99] = share(true);
-    std::printf("{\"bench\": \"search_summary\", \"shape\": \"%s\", \"impl\": \"%s\", \"timing\": \"%s\", "
+    std::printf("{\"bench\": \"search_summary\", \"shape\": \"%s\", \"impl\": \"%s\", \"threads\": %d, \"timing\": \"%s\", "
                 "\"budget\": %d, \"seeds\": %zu, \"met_half\": %d, \"median_ratio\": %.2f, \"met_half_99pct\": %d, "
                 "\"median_ratio_99pct\": %.2f}\n",
-                key[0].c_str(), key[1].c_str(), key[2].c_str(), trials, runs.size(), met,
+                key[0].c_str(), key[1].c_str(), threads, key[2].c_str(), trials, runs.size(), met,
                 std::isfinite(median) ? median : -1.0, met99, std::isfinite(median99) ? median99 : -1.0);
   }
 }
@@ -198,10 +205,13 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> cases(named.begin(), named.begin() + 2);  // without op names
   std::vector<uint64_t> seeds;
   std::vector<std::pair<std::string, std::string>> chosen;
+  int threads = 1;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto c = std::find_if(named.begin(), named.end(), [&](auto& c) { return c.first == a; });
-    if (c != named.end()) {
+    if (a.rfind("threads=", 0) == 0 && a.size() > 8 && a.find_first_not_of("0123456789", 8) == std::string::npos) {
+      threads = std::atoi(a.c_str() + 8);
+    } else if (c != named.end()) {
       chosen.push_back(*c);
     } else if (size_t colon = a.find(':'); colon != std::string::npos) {
       chosen.emplace_back(a.substr(0, colon), a.substr(colon + 1));  // op:shape, checked by make_workload
@@ -209,7 +219,8 @@ int main(int argc, char** argv) {
       seeds.push_back(std::strtoull(a.c_str(), nullptr, 10));
     } else {
       std::fprintf(stderr, "bench_search: '%s' is neither a seed (a number), an op (matmul, conv2d, conv2d_nchwc) nor op:shape "
-                           "(conv2d_nchwc:C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1)\n", a.c_str());
+                           "(conv2d_nchwc:C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1) nor threads=N (0: all cores)\n",
+                   a.c_str());
       return 2;
     }
   }
@@ -224,6 +235,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (threads > 0) set_num_threads(threads);  // for the side-by-side timings
+  std::fprintf(stderr, "bench_search: kernels run on %s\n",
+               threads > 0 ? (std::to_string(threads) + " thread(s)").c_str() : "all cores");
   const std::string logs = std::string(TESSEL_SOURCE_DIR) + "/tuning_logs/";
   const std::vector<std::string> history = {logs + "gemm_512.json", logs + "gemm_1024.json", logs + "gemm_2048.json",
                                             logs + "resnet50_conv2d.json"};
@@ -239,16 +253,17 @@ int main(int argc, char** argv) {
         o.use_cost_model = impl != "random";
         if (impl == "guided+history") o.history = history;
         o.remeasure_top = 0;  // compare the search itself
+        o.threads = threads;
         opts.push_back(o);
       }
       std::vector<TaskResult> done = tune_in_lockstep(w, opts);
       std::map<std::string, TaskResult> res;
       for (size_t i = 0; i < impls.size(); ++i) res[impls[i]] = done[i];
-      report(w, res, trials, seed, "search", [](const TaskResult& r) { return r.curve; }, reaches);
+      report(w, res, trials, seed, threads, "search", [](const TaskResult& r) { return r.curve; }, reaches);
       auto retimed = retime(w, res);
-      report(w, res, trials, seed, "retimed", [&](const TaskResult& r) { return retimed_curve(r, retimed); }, reaches);
+      report(w, res, trials, seed, threads, "retimed", [&](const TaskResult& r) { return retimed_curve(r, retimed); }, reaches);
     }
   }
-  summarize(reaches, trials);
+  summarize(reaches, trials, threads);
   return 0;
 }
