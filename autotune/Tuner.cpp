@@ -108,6 +108,7 @@ float label(double best, double seconds) {
 
 constexpr int kFinalRounds = 3;  // rounds of the finals (see remeasure_best)
 constexpr double kTrustAccuracy = 0.6;  // pairwise ranking accuracy that lets the model guide
+constexpr double kUntrustedRandomShare = 0.25;  // of each round, until then (see propose)
 
 // Best time measured for the task.
 double best_seconds(const TaskState& t) {
@@ -239,12 +240,12 @@ class Tuner {
     }
     int left = n - int(out.size());
     if (left == 0) return out;
-    double share = !opts_.use_cost_model || !model_.trained() ? 1.0 : t.model_trusted ? opts_.eps_greedy : 0.25;
+    double share = !opts_.use_cost_model || !model_.trained() ? 1.0 : t.model_trusted ? opts_.eps_greedy : kUntrustedRandomShare;
     int n_random = std::max(1, int(std::round(left * share)));
     if (n_random < left) {
       auto [mutants, fresh] = evolve(t);
       size_t f = 0, m = 0;
-      for (int k = 0; f < fresh.size() || m < mutants.size(); ++k) {
+      for (int k = 0; int(out.size()) < n - n_random && (f < fresh.size() || m < mutants.size()); ++k) {
         bool fresh_turn = k % 4 == 0 || m == mutants.size();
         if (fresh_turn && f < fresh.size()) take(fresh[f++], n - n_random);
         else take(mutants[m++], n - n_random);
