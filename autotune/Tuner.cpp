@@ -240,7 +240,9 @@ class Tuner {
     }
     int left = n - int(out.size());
     if (left == 0) return out;
-    double share = !opts_.use_cost_model || !model_.trained() ? 1.0 : t.model_trusted ? opts_.eps_greedy : kUntrustedRandomShare;
+    double share = !opts_.use_cost_model || !model_.trained() ? 1.0
+                   : t.model_trusted                          ? opts_.eps_greedy
+                                                              : kUntrustedRandomShare;
     int n_random = std::max(1, int(std::round(left * share)));
     if (n_random < left) {
       auto [mutants, fresh] = evolve(t);

@@ -185,7 +185,8 @@ void summarize(const Reaches& reaches, int trials, int threads) {
     };
     auto [met, median] = share(false);
     auto [met99, median99] = share(true);
-    std::printf("{\"bench\": \"search_summary\", \"shape\": \"%s\", \"impl\": \"%s\", \"threads\": %d, \"timing\": \"%s\", "
+    std::printf("{\"bench\": \"search_summary\", \"shape\": \"%s\", \"impl\": \"%s\", \"threads\": %d, "
+                "\"timing\": \"%s\", "
                 "\"budget\": %d, \"seeds\": %zu, \"met_half\": %d, \"median_ratio\": %.2f, \"met_half_99pct\": %d, "
                 "\"median_ratio_99pct\": %.2f}\n",
                 key[0].c_str(), key[1].c_str(), threads, key[2].c_str(), trials, runs.size(), met,
@@ -261,7 +262,8 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < impls.size(); ++i) res[impls[i]] = done[i];
       report(w, res, trials, seed, threads, "search", [](const TaskResult& r) { return r.curve; }, reaches);
       auto retimed = retime(w, res);
-      report(w, res, trials, seed, threads, "retimed", [&](const TaskResult& r) { return retimed_curve(r, retimed); }, reaches);
+      report(w, res, trials, seed, threads, "retimed", [&](const TaskResult& r) { return retimed_curve(r, retimed); },
+             reaches);
     }
   }
   summarize(reaches, trials, threads);
