@@ -66,6 +66,8 @@ std::string seconds_text(double s) {
   } catch (const std::exception& e) {
     fail(ErrorCode::Instantiation, e.what());
   }
+  if (index >= 0 && index == opts.plant_build_hang_at)
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   write_all(out_fd, "B " + seconds_text(since(t0)) + "\n");
   char go;
   if (::read(in_fd, &go, 1) != 1) _exit(0);
@@ -173,7 +175,11 @@ void finish(Worker& wk, ErrorCode timeout_code, const char* phase, double timeou
     if (wk.done) break;
     pollfd p{wk.out_fd, POLLIN, 0};
     double left = timeout - since(wk.started);
-    if (left <= 0) {
+    // What the worker has already sent counts after its deadline too: a candidate built
+    // beside a slow one waits its turn here with its "built" line unread, and was once
+    // killed as a build timeout the moment the slow one's was over.
+    int r = poll(&p, 1, left > 0 ? int(std::min(left, 0.5) * 1000) + 1 : 0);
+    if (r <= 0 && left <= 0) {
       kill(wk.pid, SIGKILL);
       wk.result.error = timeout_code;
       char secs[32];
@@ -182,7 +188,6 @@ void finish(Worker& wk, ErrorCode timeout_code, const char* phase, double timeou
       wk.done = true;
       break;
     }
-    int r = poll(&p, 1, int(std::min(left, 0.5) * 1000) + 1);
     if (r > 0) {
       if (!drain(wk)) {  // EOF: the worker is gone
         parse(wk);

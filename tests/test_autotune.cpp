@@ -430,6 +430,23 @@ TEST(Autotune, CrashingAndHangingCandidatesAreRecordedAndTuningGoesOn) {
   EXPECT_TRUE(hang);
 }
 
+// Candidates build side by side: one whose build hangs is a build timeout, and the one
+// built beside it, which then waited past the same deadline, is measured all the same.
+TEST(Autotune, HangingBuildDoesNotTakeItsNeighbourDown) {
+  Workload w = make_workload("matmul", parse_shape("M=32,N=32,K=32"));
+  TuneOptions o = small(4);
+  o.log = tmp("build_hang.json");
+  o.build_workers = 2;
+  o.plant_build_hang_at = 0;  // the first candidate (the log's second record)
+  o.timeout = 3;
+  o.remeasure_top = 0;
+  tune(w, o);
+  auto recs = read_log(o.log);
+  ASSERT_GE(recs.size(), 3u);
+  EXPECT_EQ(recs[1].error, ErrorCode::BuildTimeout) << recs[1].message;
+  EXPECT_TRUE(recs[2].ok()) << error_name(recs[2].error) << ": " << recs[2].message;
+}
+
 // A kernel of a few nanoseconds is timed, not rounded to 0 (the worker wrote six decimals
 // of a second: every candidate of this workload cost 0, and the cost model's labels,
 // best cost over cost, were NaN).

@@ -200,3 +200,38 @@ TEST(CodeGen, IndexArithmeticIsNotSignExtendedPerAccess) {
   m(a, b, y);
   ref::expect_close(y, ref::matmul(a, b));
 }
+
+// A schedule the tuner drew (NCHW conv2d 64@56 with its padding inlined, vectorized 21
+// wide): LLVM 19 gave one of its gathers the same register as destination and index, an
+// encoding the CPU rejects, and the kernel died of SIGILL. Scattered lanes are now loaded
+// one by one (see parse_llvm_target).
+TEST(CodeGen, ScatteredLoadsAreNotGathers) {
+  Tensor X = placeholder({1, 64, 56, 56}, float32, "X");
+  Tensor W = placeholder({64, 64, 3, 3}, float32, "Wt");
+  ops::Conv2dParams p;
+  p.pad_h = p.pad_w = 1;
+  Tensor Y = ops::conv2d_nchw(X, W, p);
+  const char* steps = R"([["cache_write","conv","local"],
+    ["split","conv.local","i",1],["split","conv.local","i.inner",1],["split","conv.local","i.inner.inner",1],
+    ["split","conv.local","j",1],["split","conv.local","j.inner",1],["split","conv.local","j.inner.inner",1],
+    ["split","conv.local","k",52],["split","conv.local","k.inner",13],["split","conv.local","k.inner.inner",13],
+    ["split","conv.local","l",42],["split","conv.local","l.inner",21],["split","conv.local","l.inner.inner",21],
+    ["split","conv.local","rc",19],["split","conv.local","ry",2],["split","conv.local","rx",1],
+    ["reorder","conv.local",["i.outer","j.outer","k.outer","l.outer","i.inner.outer","j.inner.outer",
+      "k.inner.outer","l.inner.outer","rc.outer","ry.outer","rx.outer","i.inner.inner.outer",
+      "j.inner.inner.outer","k.inner.inner.outer","l.inner.inner.outer","rc.inner","ry.inner","rx.inner",
+      "i.inner.inner.inner","k.inner.inner.inner","j.inner.inner.inner","l.inner.inner.inner"]],
+    ["split","conv","i",1],["split","conv","i.inner",1],["split","conv","j",1],["split","conv","j.inner",1],
+    ["split","conv","k",52],["split","conv","k.inner",13],["split","conv","l",42],["split","conv","l.inner",21],
+    ["reorder","conv",["i.outer","j.outer","k.outer","l.outer","i.inner.outer","j.inner.outer","k.inner.outer",
+      "l.inner.outer","i.inner.inner","j.inner.inner","k.inner.inner","l.inner.inner"]],
+    ["fuse","conv",["i.outer","j.outer","k.outer"]],["parallel","conv","i.outer.j.outer.k.outer.fused"],
+    ["vectorize","conv","l.inner.inner"],["compute_at","conv.local","conv","l.inner.outer"],
+    ["vectorize","conv.local","l.inner.inner.inner"],["pragma","conv.local","i.outer","auto_unroll_max_step",16],
+    ["unroll","conv.local","k.inner.inner.inner"],["compute_inline","conv.pad"]])";
+  Module m = build(Schedule::replay({Y}, steps_from_json(steps)), {X, W, Y});
+  EXPECT_EQ(m.assembly().find("gather"), std::string::npos);
+  Buffer x = ref::random(X.shape(), 1), w = ref::random(W.shape(), 2), y(Y.shape(), float32);
+  m(x, w, y);
+  ref::expect_close(y, ref::conv2d_nchw(x, w, p));
+}

@@ -87,10 +87,10 @@ struct TuneOptions {
   double eps_greedy = 0.1;        // share of each round drawn at random
   int remeasure_top = 3;          // the finals: the best few (and the default) measured again
   std::function<void(const Progress&)> on_progress;
-  // Test hooks: a candidate (by index in the run) that crashes or hangs in its worker.
-  // A slow one pauses 0.6 x timeout before its first run and after each batch of runs:
-  // long in all, never hung.
-  int plant_crash_at = -1, plant_hang_at = -1, plant_slow_at = -1;
+  // Test hooks: a candidate (by index in the run) that crashes or hangs in its worker, or
+  // hangs while it builds. A slow one pauses 0.6 x timeout before its first run and after
+  // each batch of runs: long in all, never hung.
+  int plant_crash_at = -1, plant_hang_at = -1, plant_slow_at = -1, plant_build_hang_at = -1;
 };
 
 struct TaskResult {

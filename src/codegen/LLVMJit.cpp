@@ -74,6 +74,12 @@ TargetInfo parse_llvm_target(const std::string& target) {
              (t.features.empty() && (t.cpu.find("znver4") != std::string::npos || t.cpu.find("znver5") != std::string::npos ||
                                      t.cpu.find("skylake-avx512") != std::string::npos ||
                                      t.cpu.find("sapphirerapids") != std::string::npos));
+  // LLVM 19 can give a gather (vgatherqps) the same register as destination and index,
+  // which the CPU rejects as an illegal instruction (found by the tuner: a conv2d with its
+  // padding inlined, vectorized 21 wide). Loads and stores of scattered lanes are made
+  // scalar instead; the tuned kernels of this CPU ran no slower.
+  if (llvm::Triple(llvm::sys::getProcessTriple()).isX86())
+    t.features += std::string(t.features.empty() ? "" : ",") + "+prefer-no-gather,+prefer-no-scatter";
   init_llvm();
   std::string err;
   const llvm::Target* lt = llvm::TargetRegistry::lookupTarget(llvm::sys::getProcessTriple(), err);
