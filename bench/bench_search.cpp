@@ -25,10 +25,11 @@
 // minutes at a time, and a two-thread kernel's speed follows (by 3-25%, differently per
 // kernel): at two threads, which search "got there" is often decided by where the vCPUs
 // sat when each kernel was timed. One thread measures the searches.
-//   bench_search [trials [seed...] [op...] [threads=N]]
+//   bench_search [trials [seed...] [op...] [threads=N] [per_round=N]]
 //     default 160 trials, seed 42, matmul and conv2d, one thread; an op name (matmul, conv2d
 //     or conv2d_nchwc) keeps only its workload; op:shape names another workload;
-//     threads=0 runs kernels on all cores
+//     threads=0 runs kernels on all cores; per_round=N measures N candidates a round (default
+//     16, as tune's --per-round)
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
@@ -207,11 +208,17 @@ int main(int argc, char** argv) {
   std::vector<uint64_t> seeds;
   std::vector<std::pair<std::string, std::string>> chosen;
   int threads = 1;
+  int per_round = TuneOptions().per_round;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto c = std::find_if(named.begin(), named.end(), [&](auto& c) { return c.first == a; });
-    if (a.rfind("threads=", 0) == 0 && a.size() > 8 && a.find_first_not_of("0123456789", 8) == std::string::npos) {
+    auto number_after = [&](const std::string& key) {
+      return a.rfind(key, 0) == 0 && a.size() > key.size() && a.find_first_not_of("0123456789", key.size()) == std::string::npos;
+    };
+    if (number_after("threads=")) {
       threads = std::atoi(a.c_str() + 8);
+    } else if (number_after("per_round=") && std::atoi(a.c_str() + 10) > 0) {
+      per_round = std::atoi(a.c_str() + 10);
     } else if (c != named.end()) {
       chosen.push_back(*c);
     } else if (size_t colon = a.find(':'); colon != std::string::npos) {
@@ -220,7 +227,8 @@ int main(int argc, char** argv) {
       seeds.push_back(std::strtoull(a.c_str(), nullptr, 10));
     } else {
       std::fprintf(stderr, "bench_search: '%s' is neither a seed (a number), an op (matmul, conv2d, conv2d_nchwc) nor op:shape "
-                           "(conv2d_nchwc:C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1) nor threads=N (0: all cores)\n",
+                           "(conv2d_nchwc:C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1) nor threads=N (0: all cores) nor "
+                           "per_round=N (N > 0)\n",
                    a.c_str());
       return 2;
     }
@@ -255,6 +263,7 @@ int main(int argc, char** argv) {
         if (impl == "guided+history") o.history = history;
         o.remeasure_top = 0;  // compare the search itself
         o.threads = threads;
+        o.per_round = per_round;
         opts.push_back(o);
       }
       std::vector<TaskResult> done = tune_in_lockstep(w, opts);
