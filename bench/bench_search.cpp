@@ -212,13 +212,18 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto c = std::find_if(named.begin(), named.end(), [&](auto& c) { return c.first == a; });
-    auto number_after = [&](const std::string& key) {
-      return a.rfind(key, 0) == 0 && a.size() > key.size() && a.find_first_not_of("0123456789", key.size()) == std::string::npos;
+    // key=N, N read into `value`.
+    auto number_after = [&](const std::string& key, int& value) {
+      bool match = a.rfind(key, 0) == 0 && a.size() > key.size() &&
+                   a.find_first_not_of("0123456789", key.size()) == std::string::npos;
+      if (match) value = std::atoi(a.c_str() + key.size());
+      return match;
     };
-    if (number_after("threads=")) {
-      threads = std::atoi(a.c_str() + 8);
-    } else if (number_after("per_round=") && std::atoi(a.c_str() + 10) > 0) {
-      per_round = std::atoi(a.c_str() + 10);
+    int n = 0;
+    if (number_after("threads=", n)) {
+      threads = n;
+    } else if (number_after("per_round=", n) && n > 0) {
+      per_round = n;
     } else if (c != named.end()) {
       chosen.push_back(*c);
     } else if (size_t colon = a.find(':'); colon != std::string::npos) {
