@@ -14,6 +14,13 @@
 // (one kernel's timings in two processes differ by ~0.5% on a quiet machine, more in a
 // slow spell), and the median share of the budget it took.
 //
+// Neither search reads its budget (only a last round can be cut short), so the first N/4
+// and N/2 trials of a run of N are the runs of those budgets, to a trial: each run is
+// compared at all three. The default budget, 512, is the order of what an operator is tuned with (Ansor's
+// guidance: ~1,000 trials a task). At 128 the comparison is decided mostly by when random
+// search happens to draw a top-1% program: it drew one by trial 48 in some seeds and
+// never bettered it in the next 460, while the guided search went on to beat it.
+//
 // The conv2d case is the layer of the issue's `tune --op conv2d` example (NCHW, 64@56, 3x3):
 // its programs span 9 to ~210 GFLOP/s, so the comparison measures the search. The blocked
 // layer conv2d_nchwc 128@28 is there by name: its default schedule is within 1-3% of the
@@ -25,11 +32,12 @@
 // minutes at a time, and a two-thread kernel's speed follows (by 3-25%, differently per
 // kernel): at two threads, which search "got there" is often decided by where the vCPUs
 // sat when each kernel was timed. One thread measures the searches.
-//   bench_search [trials [seed...] [op...] [threads=N] [per_round=N]]
-//     default 160 trials, seed 42, matmul and conv2d, one thread; an op name (matmul, conv2d
+//   bench_search [trials [seed...] [op...] [threads=N] [per_round=N] [history=0]]
+//     default 512 trials, seed 42, matmul and conv2d, one thread; an op name (matmul, conv2d
 //     or conv2d_nchwc) keeps only its workload; op:shape names another workload;
 //     threads=0 runs kernels on all cores; per_round=N measures N candidates a round (default
-//     16, as tune's --per-round)
+//     16, as tune's --per-round); history=0 leaves the guided search with history out (a
+//     third of the time, for long budgets)
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
@@ -40,6 +48,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "Harness.h"
 #include "Kernels.h"
@@ -138,12 +147,23 @@ Curve retimed_curve(const TaskResult& r, const std::map<std::string, double>& gf
   return out;
 }
 
-// Trials each comparison needed, by (workload, guided search, timing): to reach random
-// search's final best, and to come within 1% of it (-1: never), one entry per seed.
-using Reaches = std::map<std::vector<std::string>, std::vector<std::pair<int, int>>>;
+// Trials each comparison needed, by (workload, guided search, timing, budget): to reach
+// random search's final best, and to come within 1% of it (-1: never), one entry per seed.
+using Reaches = std::map<std::tuple<std::string, std::string, std::string, int>, std::vector<std::pair<int, int>>>;
 
-// For each guided search: the trials it needed to reach the random search's final best
-// (and within 1% of it: timings of one kernel differ by about that between runs).
+// The best a curve had reached after `trials` (0 before its first point).
+double best_by(const Curve& c, int trials) {
+  double best = 0;
+  for (auto& [t, g] : c)
+    if (t <= trials) best = std::max(best, g);
+  return best;
+}
+
+// For each guided search and budget: the trials it needed to reach the random search's
+// final best (and within 1% of it: timings of one kernel differ by about that between
+// runs). Neither search looks at its budget (only the last round may be cut short), so the
+// first quarter and half of a run are the runs of those budgets: one run of N trials
+// answers for N/4, N/2 and N, wherever those fall on a round's end.
 template <class CurveOf>
 void report(const Workload& w, const std::map<std::string, TaskResult>& res, int trials, uint64_t seed, int threads,
             const char* timing, CurveOf curve_of, Reaches& reaches) {
@@ -151,20 +171,29 @@ void report(const Workload& w, const std::map<std::string, TaskResult>& res, int
     for (auto& [t, g] : curve_of(r))
       std::printf("{\"bench\": \"search\", \"shape\": \"%s\", \"impl\": \"%s\", \"threads\": %d, \"timing\": \"%s\", "
                   "\"trials\": %d, \"gflops\": %.1f}\n", w.key().c_str(), impl.c_str(), threads, timing, t, g);
-  double target = curve_of(res.at("random")).back().second;
-  for (std::string impl : {"guided", "guided+history"}) {
-    Curve c = curve_of(res.at(impl));
-    int reach = -1, near = -1;
-    for (auto& [t, g] : c) {
-      if (near < 0 && g >= 0.99 * target) near = t;
-      if (reach < 0 && g >= target) reach = t;
+  Curve random = curve_of(res.at("random"));
+  for (int budget : {trials / 4, trials / 2, trials}) {
+    // The default schedule's measurement counts against the budget, so a whole run ends a
+    // trial short of it; a shorter budget is compared where a round ended there.
+    bool round_end = std::any_of(random.begin(), random.end(), [&](auto& p) { return p.first == budget; });
+    if (budget != trials && !round_end) continue;
+    double target = best_by(random, budget);
+    for (std::string impl : {"guided", "guided+history"}) {
+      if (!res.count(impl)) continue;
+      Curve c = curve_of(res.at(impl));
+      int reach = -1, near = -1;
+      for (auto& [t, g] : c) {
+        if (t > budget) break;
+        if (near < 0 && g >= 0.99 * target) near = t;
+        if (reach < 0 && g >= target) reach = t;
+      }
+      std::printf("{\"bench\": \"search\", \"shape\": \"%s\", \"impl\": \"%s\", \"threads\": %d, \"timing\": \"%s\", "
+                  "\"seed\": %llu, \"budget\": %d, \"random_final_gflops\": %.1f, \"final_gflops\": %.1f, "
+                  "\"trials_to_random_final\": %d, \"ratio\": %.2f, \"trials_to_99pct\": %d}\n",
+                  w.key().c_str(), impl.c_str(), threads, timing, (unsigned long long)seed, budget, target,
+                  best_by(c, budget), reach, reach > 0 ? double(reach) / budget : -1.0, near);
+      reaches[{w.key(), impl, timing, budget}].emplace_back(reach, near);
     }
-    std::printf("{\"bench\": \"search\", \"shape\": \"%s\", \"impl\": \"%s\", \"threads\": %d, \"timing\": \"%s\", "
-                "\"seed\": %llu, \"budget\": %d, \"random_final_gflops\": %.1f, \"final_gflops\": %.1f, "
-                "\"trials_to_random_final\": %d, \"ratio\": %.2f, \"trials_to_99pct\": %d}\n",
-                w.key().c_str(), impl.c_str(), threads, timing, (unsigned long long)seed, trials, target,
-                c.back().second, reach, reach > 0 ? double(reach) / trials : -1.0, near);
-    reaches[{w.key(), impl, timing}].emplace_back(reach, near);
   }
   std::fflush(stdout);
 }
@@ -172,15 +201,16 @@ void report(const Workload& w, const std::map<std::string, TaskResult>& res, int
 // Over the seeds: how many comparisons met "at most half the trials", exactly and within
 // 1%, and the median share of the budget (a search that never got there counts as more
 // than the whole budget).
-void summarize(const Reaches& reaches, int trials, int threads) {
+void summarize(const Reaches& reaches, int threads) {
   for (auto& [key, runs] : reaches) {
-    auto share = [&](bool near) {
+    auto& [shape, impl, timing, budget] = key;
+    auto share = [&, budget = budget](bool near) {
       std::vector<double> s;
       int met = 0;
       for (auto& [reach, within] : runs) {
         int t = near ? within : reach;
-        s.push_back(t > 0 ? double(t) / trials : INFINITY);
-        met += t > 0 && 2 * t <= trials;
+        s.push_back(t > 0 ? double(t) / budget : INFINITY);
+        met += t > 0 && 2 * t <= budget;
       }
       return std::make_pair(met, median(s));
     };
@@ -190,7 +220,7 @@ void summarize(const Reaches& reaches, int trials, int threads) {
                 "\"timing\": \"%s\", "
                 "\"budget\": %d, \"seeds\": %zu, \"met_half\": %d, \"median_ratio\": %.2f, \"met_half_99pct\": %d, "
                 "\"median_ratio_99pct\": %.2f}\n",
-                key[0].c_str(), key[1].c_str(), threads, key[2].c_str(), trials, runs.size(), met,
+                shape.c_str(), impl.c_str(), threads, timing.c_str(), budget, runs.size(), met,
                 std::isfinite(median) ? median : -1.0, met99, std::isfinite(median99) ? median99 : -1.0);
   }
 }
@@ -198,7 +228,7 @@ void summarize(const Reaches& reaches, int trials, int threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int trials = argc > 1 ? std::atoi(argv[1]) : 160;
+  int trials = argc > 1 ? std::atoi(argv[1]) : 512;
   const std::vector<std::pair<std::string, std::string>> named = {
       {"matmul", "M=1024,N=1024,K=1024"},
       {"conv2d", "N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1"},
@@ -209,6 +239,7 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> chosen;
   int threads = 1;
   int per_round = TuneOptions().per_round;
+  int with_history = 1;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto c = std::find_if(named.begin(), named.end(), [&](auto& c) { return c.first == a; });
@@ -224,6 +255,8 @@ int main(int argc, char** argv) {
       threads = n;
     } else if (number_after("per_round=", n) && n > 0) {
       per_round = n;
+    } else if (number_after("history=", n) && n <= 1) {
+      with_history = n;
     } else if (c != named.end()) {
       chosen.push_back(*c);
     } else if (size_t colon = a.find(':'); colon != std::string::npos) {
@@ -233,7 +266,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "bench_search: '%s' is neither a seed (a number), an op (matmul, conv2d, conv2d_nchwc) nor op:shape "
                            "(conv2d_nchwc:C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1) nor threads=N (0: all cores) nor "
-                           "per_round=N (N > 0)\n",
+                           "per_round=N (N > 0) nor history=0|1\n",
                    a.c_str());
       return 2;
     }
@@ -258,7 +291,8 @@ int main(int argc, char** argv) {
   Reaches reaches;
   for (uint64_t seed : seeds) {
     for (const Workload& w : workloads) {
-      const std::vector<std::string> impls = {"random", "guided", "guided+history"};
+      std::vector<std::string> impls = {"random", "guided"};
+      if (with_history) impls.push_back("guided+history");
       std::vector<TuneOptions> opts;
       for (auto& impl : impls) {
         TuneOptions o;
@@ -280,6 +314,6 @@ int main(int argc, char** argv) {
              reaches);
     }
   }
-  summarize(reaches, trials, threads);
+  summarize(reaches, threads);
   return 0;
 }
