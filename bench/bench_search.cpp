@@ -12,7 +12,9 @@
 // ("search") and on the side-by-side ones ("retimed"). The last lines sum up the seeds: in
 // how many the guided search got there in at most half the budget, exactly and within 1%
 // (one kernel's timings in two processes differ by ~0.5% on a quiet machine, more in a
-// slow spell), and the median share of the budget it took.
+// slow spell), and the median share of the budget it took. Each comparison also gives the
+// searches' own wall time (their turns in the lockstep): the guided search's until it got
+// there, the random search's for the whole budget.
 //
 // Neither search reads its budget (only a last round can be cut short), so the first N/4
 // and N/2 trials of a run of N are the runs of those budgets, to a trial: each run is
@@ -40,6 +42,7 @@
 //     16, as tune's --per-round); history=0 leaves the guided search with history out (a
 //     third of the time, for long budgets)
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
@@ -93,18 +96,29 @@ class Turns {
   int turn_ = 0;
 };
 
+// A search's own wall time (its turns only) at the end of each round, beside its curve.
+using Seconds = std::vector<double>;
+
 // Tunes `w` once per options, the runs in lockstep (see Turns).
-std::vector<TaskResult> tune_in_lockstep(const Workload& w, std::vector<TuneOptions> opts) {
+std::vector<TaskResult> tune_in_lockstep(const Workload& w, std::vector<TuneOptions> opts,
+                                         std::vector<Seconds>& seconds) {
+  using Clock = std::chrono::steady_clock;
   Turns turns(int(opts.size()));
   std::vector<TaskResult> res(opts.size());
+  seconds.assign(opts.size(), {});
   std::vector<std::exception_ptr> failed(opts.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < opts.size(); ++i)
     threads.emplace_back([&, i] {
       turns.wait(int(i));
+      auto start = Clock::now();
+      double own = 0;
       opts[i].on_progress = [&, i](const Progress&) {
+        own += std::chrono::duration<double>(Clock::now() - start).count();
+        seconds[i].push_back(own);
         turns.pass(int(i), false);
         turns.wait(int(i));
+        start = Clock::now();
       };
       try {
         res[i] = tune(w, opts[i]);
@@ -166,8 +180,16 @@ double best_by(const Curve& c, int trials) {
 // first quarter and half of a run are the runs of those budgets: one run of N trials
 // answers for N/4, N/2 and N, wherever those fall on a round's end.
 template <class CurveOf>
-void report(const Workload& w, const std::map<std::string, TaskResult>& res, int trials, uint64_t seed, int threads,
-            const char* timing, CurveOf curve_of, Reaches& reaches) {
+void report(const Workload& w, const std::map<std::string, TaskResult>& res,
+            const std::map<std::string, Seconds>& seconds, int trials, uint64_t seed, int threads, const char* timing,
+            CurveOf curve_of, Reaches& reaches) {
+  // The search's own seconds by the end of the round that ended at `t` (-1: none did).
+  auto seconds_at = [&](const std::string& impl, int t) {
+    const Curve& c = res.at(impl).curve;
+    for (size_t k = 0; k < c.size(); ++k)
+      if (c[k].first == t) return seconds.at(impl).at(k);
+    return -1.0;
+  };
   for (auto& [impl, r] : res)
     for (auto& [t, g] : curve_of(r))
       std::printf("{\"bench\": \"search\", \"shape\": \"%s\", \"impl\": \"%s\", \"threads\": %d, \"timing\": \"%s\", "
@@ -179,6 +201,8 @@ void report(const Workload& w, const std::map<std::string, TaskResult>& res, int
     bool round_end = std::any_of(random.begin(), random.end(), [&](auto& p) { return p.first == budget; });
     if (budget != trials && !round_end) continue;
     double target = best_by(random, budget);
+    int random_end = 0;
+    for (auto& [t, g] : random) random_end = t <= budget ? t : random_end;
     for (std::string impl : {"guided", "guided+history"}) {
       if (!res.count(impl)) continue;
       Curve c = curve_of(res.at(impl));
@@ -190,9 +214,11 @@ void report(const Workload& w, const std::map<std::string, TaskResult>& res, int
       }
       std::printf("{\"bench\": \"search\", \"shape\": \"%s\", \"impl\": \"%s\", \"threads\": %d, \"timing\": \"%s\", "
                   "\"seed\": %llu, \"budget\": %d, \"random_final_gflops\": %.1f, \"final_gflops\": %.1f, "
-                  "\"trials_to_random_final\": %d, \"ratio\": %.2f, \"trials_to_99pct\": %d}\n",
+                  "\"trials_to_random_final\": %d, \"ratio\": %.2f, \"trials_to_99pct\": %d, "
+                  "\"seconds_to_random_final\": %.0f, \"random_seconds\": %.0f}\n",
                   w.key().c_str(), impl.c_str(), threads, timing, (unsigned long long)seed, budget, target,
-                  best_by(c, budget), reach, reach > 0 ? double(reach) / budget : -1.0, near);
+                  best_by(c, budget), reach, reach > 0 ? double(reach) / budget : -1.0, near,
+                  reach > 0 ? seconds_at(impl, reach) : -1.0, seconds_at("random", random_end));
       reaches[{w.key(), impl, timing, budget}].emplace_back(reach, near);
     }
   }
@@ -306,13 +332,15 @@ int main(int argc, char** argv) {
         o.per_round = per_round;
         opts.push_back(o);
       }
-      std::vector<TaskResult> done = tune_in_lockstep(w, opts);
+      std::vector<Seconds> own;
+      std::vector<TaskResult> done = tune_in_lockstep(w, opts, own);
       std::map<std::string, TaskResult> res;
-      for (size_t i = 0; i < impls.size(); ++i) res[impls[i]] = done[i];
-      report(w, res, trials, seed, threads, "search", [](const TaskResult& r) { return r.curve; }, reaches);
+      std::map<std::string, Seconds> seconds;
+      for (size_t i = 0; i < impls.size(); ++i) res[impls[i]] = done[i], seconds[impls[i]] = own[i];
+      report(w, res, seconds, trials, seed, threads, "search", [](const TaskResult& r) { return r.curve; }, reaches);
       auto retimed = retime(w, res);
-      report(w, res, trials, seed, threads, "retimed", [&](const TaskResult& r) { return retimed_curve(r, retimed); },
-             reaches);
+      report(w, res, seconds, trials, seed, threads, "retimed",
+             [&](const TaskResult& r) { return retimed_curve(r, retimed); }, reaches);
     }
   }
   summarize(reaches, threads);
