@@ -176,9 +176,7 @@ double best_by(const Curve& c, int trials) {
 
 // For each guided search and budget: the trials it needed to reach the random search's
 // final best (and within 1% of it: timings of one kernel differ by about that between
-// runs). Neither search looks at its budget (only the last round may be cut short), so the
-// first quarter and half of a run are the runs of those budgets: one run of N trials
-// answers for N/4, N/2 and N, wherever those fall on a round's end.
+// runs), at budgets N/4, N/2 and N (see the top of this file), with the searches' own seconds.
 template <class CurveOf>
 void report(const Workload& w, const std::map<std::string, TaskResult>& res,
             const std::map<std::string, Seconds>& seconds, int trials, uint64_t seed, int threads, const char* timing,
