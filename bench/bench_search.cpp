@@ -181,12 +181,12 @@ template <class CurveOf>
 void report(const Workload& w, const std::map<std::string, TaskResult>& res,
             const std::map<std::string, Seconds>& seconds, int trials, uint64_t seed, int threads, const char* timing,
             CurveOf curve_of, Reaches& reaches) {
-  // The search's own seconds by the end of the round that ended at `t` (-1: none did).
-  auto seconds_at = [&](const std::string& impl, int t) {
+  // The search's own seconds by the end of its last round within `t` trials.
+  auto seconds_by = [&](const std::string& impl, int t) {
     const Curve& c = res.at(impl).curve;
-    for (size_t k = 0; k < c.size(); ++k)
-      if (c[k].first == t) return seconds.at(impl).at(k);
-    return -1.0;
+    double s = 0;
+    for (size_t k = 0; k < c.size() && c[k].first <= t; ++k) s = seconds.at(impl).at(k);
+    return s;
   };
   for (auto& [impl, r] : res)
     for (auto& [t, g] : curve_of(r))
@@ -199,8 +199,6 @@ void report(const Workload& w, const std::map<std::string, TaskResult>& res,
     bool round_end = std::any_of(random.begin(), random.end(), [&](auto& p) { return p.first == budget; });
     if (budget != trials && !round_end) continue;
     double target = best_by(random, budget);
-    int random_end = 0;
-    for (auto& [t, g] : random) random_end = t <= budget ? t : random_end;
     for (std::string impl : {"guided", "guided+history"}) {
       if (!res.count(impl)) continue;
       Curve c = curve_of(res.at(impl));
@@ -216,7 +214,7 @@ void report(const Workload& w, const std::map<std::string, TaskResult>& res,
                   "\"seconds_to_random_final\": %.0f, \"random_seconds\": %.0f}\n",
                   w.key().c_str(), impl.c_str(), threads, timing, (unsigned long long)seed, budget, target,
                   best_by(c, budget), reach, reach > 0 ? double(reach) / budget : -1.0, near,
-                  reach > 0 ? seconds_at(impl, reach) : -1.0, seconds_at("random", random_end));
+                  reach > 0 ? seconds_by(impl, reach) : -1.0, seconds_by("random", budget));
       reaches[{w.key(), impl, timing, budget}].emplace_back(reach, near);
     }
   }
