@@ -86,13 +86,13 @@ Module build_best(const std::string& log_path, const Workload& w, const Target& 
                  "on this CPU; `tune ... --log %s --resume` starts from it)\n",
                  w.key().c_str(), target.key().c_str(), log_path.c_str(), best->target_key.c_str(),
                  log_path.c_str());
-  if (best) return build(Schedule::replay(w.outputs, best->steps), w.args, {.name = w.op});
+  if (best) return build(Schedule::replay(w.outputs, best->steps), w.args, {.name = w.op, .target = target});
   std::fprintf(stderr,
                "tessel: WARNING: no tuning record for workload %s on target %s (or a CPU of the same vector width) "
                "in log '%s'; building the DEFAULT schedule instead (expect lower performance; tune it with: tune "
                "--op %s ...)\n",
                w.key().c_str(), target.key().c_str(), log_path.c_str(), w.op.c_str());
-  return build(ops::default_schedule(w.outputs), w.args, {.name = w.op});
+  return build(ops::default_schedule(w.outputs, target), w.args, {.name = w.op, .target = target});
 }
 
 namespace {

@@ -59,7 +59,7 @@ std::string seconds_text(double s) {
   try {
     Schedule s = Schedule::replay(w.outputs, steps);
     try {
-      m = build(s, w.args);
+      m = build(s, w.args, {.target = opts.target});
     } catch (const std::exception& e) {
       fail(ErrorCode::CompileHost, e.what());
     }

@@ -70,14 +70,14 @@ std::set<std::string> feature_set(const std::string& target_str) {
   std::string list = target_str.substr(at + 7, target_str.find(' ', at) - (at + 7));
   for (size_t b = 0, e; b < list.size(); b = e + 1) {
     e = std::min(list.find(',', b), list.size());
-    out.insert(list.substr(b, e - b));
+    if (list[b] != '-') out.insert(list.substr(b, e - b));  // what the CPU has, not what it lacks
   }
   return out;
 }
 }  // namespace
 
 bool stands_in(const Record& r, const Target& t) {
-  return r.target_key != t.key() && r.target_key.rfind(t.kind + "/", 0) == 0 && r.vector_bytes == t.vector_bytes;
+  return r.target_key != t.key() && r.target_key.rfind(std::string(t.kind_name()) + "/", 0) == 0 && r.vector_bytes == t.vector_bytes;
 }
 
 double stand_in_score(const Record& r, const Target& t) {

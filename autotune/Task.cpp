@@ -2,8 +2,8 @@
 #include <sstream>
 #include <thread>
 
-#include "codegen/LLVMJit.h"
 #include "tessel/autotune.h"
+#include "tessel/error.h"
 #include "tessel/ops.h"
 
 namespace tessel::autotune {
@@ -242,20 +242,6 @@ Workload custom_workload(const std::string& name, const std::vector<Tensor>& inp
         w.shape[w.args[i].name() + std::to_string(d)] = w.args[i].shape()[d];
   if (!outputs.empty()) w.dtype = outputs[0].dtype();
   return w;
-}
-
-std::string Target::key() const { return kind + "/" + cpu; }
-std::string Target::str() const { return kind + " -mcpu=" + cpu + (features.empty() ? "" : " -mattr=" + features); }
-
-Target Target::host() {
-  Target t;
-  TargetInfo info = parse_llvm_target("llvm");
-  t.cpu = info.cpu;
-  t.features = info.features;
-  t.num_cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  t.vector_bytes = info.avx512 ? 64 : 32;
-  t.vector_registers = info.avx512 ? 32 : 16;
-  return t;
 }
 
 }  // namespace tessel::autotune

@@ -32,6 +32,7 @@ struct Measured {
 
 struct TaskState {
   Workload w;
+  Target target;
   double weight = 1;
   std::unique_ptr<SearchSpace> space;
   std::unique_ptr<Measurer> measurer;
@@ -46,10 +47,10 @@ struct TaskState {
 };
 
 // Features of a schedule's lowered program; empty if it does not lower.
-std::vector<float> program_features_of(const Workload& w, const std::vector<Step>& steps) {
+std::vector<float> program_features_of(const Workload& w, const Target& target, const std::vector<Step>& steps) {
   try {
     Schedule s = Schedule::replay(w.outputs, steps);
-    return program_features(lower_program(s, w.args, "k", {}).func.body);
+    return program_features(lower_program(s, w.args, "k", target, {}).func.body);
   } catch (const Error&) {
     return {};  // a candidate that does not lower scores nothing; measuring it would fail the same way
   }
@@ -59,7 +60,7 @@ std::vector<float> program_features_of(const Workload& w, const std::vector<Step
 // candidates a round is most of what the guided search adds to a round's time (conv2d:
 // ~12 ms each), and the workers are idle meanwhile. Lowering shares only the immutable
 // compute definition between threads.
-std::vector<std::vector<float>> program_features_of(const Workload& w,
+std::vector<std::vector<float>> program_features_of(const Workload& w, const Target& target,
                                                     const std::vector<const std::vector<Step>*>& steps) {
   std::vector<std::vector<float>> out(steps.size());
   std::atomic<size_t> next{0};
@@ -67,7 +68,7 @@ std::vector<std::vector<float>> program_features_of(const Workload& w,
   std::mutex failure_mutex;
   auto work = [&] {
     try {
-      for (size_t i; (i = next++) < steps.size();) out[i] = program_features_of(w, *steps[i]);
+      for (size_t i; (i = next++) < steps.size();) out[i] = program_features_of(w, target, *steps[i]);
     } catch (...) {  // an internal error: raised again in the caller's thread
       std::lock_guard<std::mutex> lock(failure_mutex);
       failure = std::current_exception();
@@ -91,14 +92,14 @@ void cache_features(TaskState& t, const std::vector<const Candidate*>& cands) {
     if (!t.features.count(c->key) && seen.insert(c->key).second) todo.push_back(c);
   std::vector<const std::vector<Step>*> steps;
   for (auto* c : todo) steps.push_back(&c->steps);
-  auto rows = program_features_of(t.w, steps);
+  auto rows = program_features_of(t.w, t.target, steps);
   for (size_t i = 0; i < todo.size(); ++i) t.features.emplace(todo[i]->key, std::move(rows[i]));
 }
 
 const std::vector<float>& features_of(TaskState& t, const Candidate& c) {
   auto it = t.features.find(c.key);
   if (it != t.features.end()) return it->second;
-  return t.features.emplace(c.key, program_features_of(t.w, c.steps)).first->second;
+  return t.features.emplace(c.key, program_features_of(t.w, t.target, c.steps)).first->second;
 }
 
 // The cost model's label: the workload's best cost over this one (errors score 0).
@@ -129,7 +130,7 @@ const Measured* best_searched(const TaskState& t) {
 class Tuner {
  public:
   Tuner(const std::vector<Workload>& ws, const std::vector<double>& weights, const TuneOptions& o)
-      : opts_(o), target_(Target::host()), rng_(o.seed), model_(o.seed) {
+      : opts_(o), target_(o.target), rng_(o.seed), model_(o.seed) {
     TESSEL_USER_CHECK(!ws.empty(), "tune: no workloads given");
     TESSEL_USER_CHECK(o.trials > 0, "tune: the trial budget must be positive, got ", o.trials);
     TESSEL_USER_CHECK(o.per_round > 0, "tune: per_round must be positive, got ", o.per_round);
@@ -139,6 +140,7 @@ class Tuner {
     for (size_t i = 0; i < ws.size(); ++i) {
       auto t = std::make_unique<TaskState>();
       t->w = ws[i];
+      t->target = target_;
       t->weight = i < weights.size() ? weights[i] : 1.0;
       t->space = std::make_unique<SearchSpace>(ws[i], target_);
       t->result.task = ws[i].op;
@@ -423,7 +425,7 @@ class Tuner {
         for (size_t i = 0; i < rs.size(); i += stride) sample.push_back(rs[i]);
         std::vector<const std::vector<Step>*> steps;
         for (auto* r : sample) steps.push_back(&r->steps);
-        std::vector<std::vector<float>> rows = program_features_of(t.w, steps);
+        std::vector<std::vector<float>> rows = program_features_of(t.w, target_, steps);
         for (size_t i = 0; i < sample.size(); ++i) {
           if (rows[i].empty()) continue;
           history_rows_.push_back(std::move(rows[i]));
@@ -467,7 +469,7 @@ class Tuner {
       double best = INFINITY;
       std::vector<const std::vector<Step>*> steps;
       for (auto& r : recs) best = std::min(best, r.mean_cost()), steps.push_back(&r.steps);
-      std::vector<std::vector<float>> rows = program_features_of(w, steps);
+      std::vector<std::vector<float>> rows = program_features_of(w, target_, steps);
       for (size_t i = 0; i < recs.size(); ++i) {
         if (rows[i].empty()) continue;
         history_rows_.push_back(std::move(rows[i]));
@@ -548,7 +550,7 @@ class Tuner {
     if (t.measurer) return;
     t.measurer = std::make_unique<Measurer>(t.w, opts_);
     Candidate c;
-    c.steps = ops::default_schedule(t.w.outputs).steps();
+    c.steps = ops::default_schedule(t.w.outputs, target_).steps();
     c.key = steps_to_json(c.steps);
     auto known = std::find_if(t.measured.begin(), t.measured.end(), [&](auto& m) { return m.cand.key == c.key; });
     double s = INFINITY;

@@ -21,5 +21,6 @@ inline void check_rank(const char* op, const char* arg, const Tensor& t, size_t 
 }
 
 Expr apply_activation(Expr v, Activation act);
+Schedule gpu_default_schedule(const std::vector<Tensor>& outputs, const Target& target);
 
 }  // namespace tessel::ops

@@ -166,7 +166,8 @@ void schedule_conv_nchwc(Schedule& s, const std::string& out, const std::string&
 
 }  // namespace
 
-Schedule default_schedule(const std::vector<Tensor>& outputs) {
+Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& target) {
+  if (target.is_gpu()) return gpu_default_schedule(outputs, target);
   Schedule s(outputs);
   std::vector<std::string> names = s.stage_names();
   // Consumers first, so a producer knows whether it was fused into its consumer.

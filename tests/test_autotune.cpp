@@ -343,8 +343,8 @@ TEST(Autotune, FeaturesAreFixedSizeAndSeeVectorization) {
   Schedule vec(w.outputs);
   auto [o, i] = vec["C"].split("j", 16);
   vec["C"].vectorize(i);
-  auto f0 = program_features(lower_program(plain, w.args, "k", {}).func.body);
-  auto f1 = program_features(lower_program(vec, w.args, "k", {}).func.body);
+  auto f0 = program_features(lower_program(plain, w.args, "k", Target::host(), {}).func.body);
+  auto f1 = program_features(lower_program(vec, w.args, "k", Target::host(), {}).func.body);
   ASSERT_EQ(f0.size(), size_t(kProgramFeatures));
   ASSERT_EQ(f1.size(), size_t(kProgramFeatures));
   EXPECT_NE(f0, f1);
@@ -381,7 +381,7 @@ TEST(Autotune, CostModelRanksHeldOutCandidates) {
   std::vector<double> cost;
   for (auto& r : recs) {
     if (!r.ok() || r.message == kRemeasuredMessage || r.target_key != recs[0].target_key) continue;
-    x.push_back(program_features(lower_program(Schedule::replay(w.outputs, r.steps), w.args, "k", {}).func.body));
+    x.push_back(program_features(lower_program(Schedule::replay(w.outputs, r.steps), w.args, "k", Target::host(), {}).func.body));
     cost.push_back(r.mean_cost());
   }
   // Every fifth record is held out.
@@ -662,8 +662,8 @@ TEST(Autotune, AnotherCpusLogStandsInForThisOne) {
   auto as_other_cpu = [&](const std::string& path, int vector_bytes) {
     LogWriter out(path);
     for (Record r : read_log(o.log)) {
-      r.target_key = host.kind + "/othercpu";
-      r.target_str = host.kind + " -mcpu=othercpu -mattr=" + host.features;
+      r.target_key = std::string(host.kind_name()) + "/othercpu";
+      r.target_str = std::string(host.kind_name()) + " -mcpu=othercpu -mattr=" + host.features;
       r.vector_bytes = vector_bytes;
       out.append(r);
     }
@@ -675,7 +675,7 @@ TEST(Autotune, AnotherCpusLogStandsInForThisOne) {
   EXPECT_FALSE(theirs.has_value()) << "an exact lookup ignores other CPUs";
   theirs = best_schedule(other, w, host, /*stand_in=*/true);
   ASSERT_TRUE(theirs.has_value());
-  EXPECT_EQ(theirs->target_key, host.kind + "/othercpu");
+  EXPECT_EQ(theirs->target_key, std::string(host.kind_name()) + "/othercpu");
   EXPECT_EQ(steps_to_json(theirs->steps), steps_to_json(best_schedule(o.log, w)->steps));
 
   testing::internal::CaptureStderr();

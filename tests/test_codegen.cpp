@@ -138,7 +138,7 @@ TEST(CodeGen, TargetOverride) {
   auto [jo, ji] = s[Y].split("j", 16);
   s[Y].vectorize(ji);
   BuildOptions o;
-  o.target = "llvm -mcpu=x86-64-v2";  // SSE4.2 only: no ymm/zmm registers
+  o.target = Target::parse("llvm -mcpu=x86-64-v2");  // SSE4.2 only: no ymm/zmm registers
   std::string as = build(s, {A, B, Y}, o).assembly();
   EXPECT_EQ(as.find("zmm"), std::string::npos);
   EXPECT_EQ(as.find("ymm"), std::string::npos);

@@ -176,9 +176,9 @@ TEST(Errors, UnknownPragmaAndTarget) {
   Mm m;
   Schedule s({m.D});
   expect_error([&] { s[m.D].pragma("i", "unroll_everything", 1); }, {"unknown pragma 'unroll_everything'"});
-  BuildOptions o;
-  o.target = "cuda";
-  expect_error([&] { build(s, {m.A, m.B, m.D}, o); }, {"unknown target 'cuda'", "llvm"});
+  expect_error([&] { Target::parse("cuda9"); }, {"unknown target 'cuda9'", "\"llvm\"", "\"cuda -arch=sm_XY\"", "\"opencl\""});
+  expect_error([&] { Target::parse("cuda -arch=sm_61"); }, {"unknown architecture 'sm_61'"});
+  expect_error([&] { Target::parse("llvm -O3"); }, {"unknown option '-O3'"});
 }
 
 TEST(Errors, InternalErrorsSayTheyAreBugs) {

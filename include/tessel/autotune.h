@@ -12,6 +12,7 @@
 
 #include "tessel/build.h"
 #include "tessel/schedule.h"
+#include "tessel/target.h"
 #include "tessel/tensor.h"
 
 namespace tessel::autotune {
@@ -41,20 +42,8 @@ Workload custom_workload(const std::string& name, const std::vector<Tensor>& inp
 // Parses "M=1024,N=1024,K=1024"; throws tessel::Error naming the bad item.
 std::map<std::string, int64_t> parse_shape(const std::string& text);
 
-// Identifies the machine a measurement is valid for: architecture key (cpu name) plus
-// the full target string and hardware parameters.
-struct Target {
-  std::string kind = "llvm";
-  std::string cpu;            // "znver4"
-  std::string features;       // "+avx512f,..."
-  int num_cores = 1;
-  int vector_bytes = 32;
-  int vector_registers = 16;  // 32 with AVX-512: bounds the search's register blocks
-  int cache_line_bytes = 64;
-  std::string key() const;    // "llvm/znver4"
-  std::string str() const;    // "llvm -mcpu=znver4 -mattr=..."
-  static Target host();
-};
+// The machine a measurement is valid for (its key names the CPU or GPU architecture).
+using tessel::Target;
 
 struct Progress {
   std::string task;
@@ -64,6 +53,7 @@ struct Progress {
 };
 
 struct TuneOptions {
+  Target target = Target::host();  // what candidates are built for and the log is keyed by
   int trials = 200;               // measurement budget (all tasks together)
   int per_round = 16;             // candidates measured per round
   std::string log;                // tuning log (JSON lines); appended record by record

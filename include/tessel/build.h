@@ -8,6 +8,7 @@
 
 #include "tessel/buffer.h"
 #include "tessel/schedule.h"
+#include "tessel/target.h"
 
 namespace tessel {
 
@@ -15,6 +16,8 @@ struct LowerOptions {
   // Print the IR after every pass to stderr (or to `dump` if set).
   bool dump_passes = false;
   std::function<void(const std::string& pass, const std::string& ir)> dump;
+  // Tests only: leave out barrier insertion, to show that the barrier tests can fail.
+  bool skip_thread_sync = false;
 };
 
 // A lowered loop program: its arguments (inputs and outputs, in call order) and body.
@@ -25,12 +28,16 @@ struct LoweredFunc {
   std::string str() const;  // readable loops
 };
 
+// For this CPU, or for `target`. On a GPU target the program's root stages are its kernels
+// and its bound loops their threads (Module::source() prints the kernels).
 LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args,
+                  const std::string& name = "kernel", const LowerOptions& opts = {});
+LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args, const Target& target,
                   const std::string& name = "kernel", const LowerOptions& opts = {});
 
 struct BuildOptions {
   std::string name = "kernel";
-  std::string target = "llvm";  // "llvm" = this CPU; "llvm -mcpu=x86-64-v3" etc. to override
+  Target target = Target::host();  // or Target::parse("cuda -arch=sm_90"), "opencl", "llvm -mcpu=..."
   LowerOptions lower;
 };
 
@@ -38,6 +45,16 @@ struct ArgSpec {
   std::string name;
   std::vector<int64_t> shape;
   DType dtype;
+};
+
+// What a GPU kernel uses, from the compiler (ptxas): the largest figures over the
+// program's kernels. Zero on the CPU.
+struct KernelResources {
+  int registers = 0;       // per thread
+  int spill_bytes = 0;     // spill stores + loads, per thread
+  int shared_bytes = 0;    // static shared memory per block
+  int local_bytes = 0;     // local (stack) memory per thread
+  int kernels = 0;         // launches per call
 };
 
 class ModuleImpl;
@@ -59,13 +76,20 @@ class Module {
   const std::string& name() const;
   const std::vector<ArgSpec>& args() const;
   const LoweredFunc& lowered() const;
-  std::string llvm_ir() const;    // optimised LLVM IR
-  std::string assembly() const;   // host assembly
+  const Target& target() const;
+  std::string source() const;     // what was compiled: optimised LLVM IR, CUDA C or OpenCL C
+  std::string llvm_ir() const;    // optimised LLVM IR (llvm targets)
+  std::string assembly() const;   // host assembly, or PTX
+  KernelResources resources() const;
+  std::string device() const;     // where it runs: "cpu znver4", "opencl pthread-znver4", ...
+  // Mean seconds of one call over `number` runs, timed where it runs (device events on a
+  // GPU: the copies to and from the host are not counted), after a warm-up run.
+  double time(const std::vector<Buffer>& args, int number = 10) const;
   // Writes an object file, or a shared library, plus a C header declaring the entry
-  // point `int32_t <name>(void* const* args)`, so deploy binaries need no JIT.
+  // point `int32_t <name>(void* const* args)`, so deploy binaries need no JIT (llvm targets).
   void export_object(const std::string& path) const;
   void export_library(const std::string& so_path, const std::string& header_path) const;
-  double compile_seconds() const;  // lowering + LLVM optimisation + JIT
+  double compile_seconds() const;  // lowering + LLVM optimisation + JIT, or + NVRTC / the OpenCL compiler
 
  private:
   std::shared_ptr<ModuleImpl> impl_;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tessel/schedule.h"
+#include "tessel/target.h"
 #include "tessel/tensor.h"
 
 namespace tessel::ops {
@@ -86,10 +87,14 @@ Tensor maximum(const Tensor& A, const Tensor& B, const std::string& name = "maxi
 Tensor bias_add(const Tensor& X, const Tensor& bias, int axis = 1, const std::string& name = "bias_add");
 Tensor cast(const Tensor& X, DType t, const std::string& name = "cast");
 
-// A reasonable x86 schedule for a computation built from these operators: GEMM-like
-// stages get register tiling with a local accumulator, convolutions in NCHWc a
+// A reasonable schedule for a computation built from these operators. On the CPU,
+// GEMM-like stages get register tiling with a local accumulator, convolutions in NCHWc a
 // vectorized output-channel block, element-wise producers are inlined, and every root
-// stage runs its outer loops in parallel and its inner loop in vector lanes.
-Schedule default_schedule(const std::vector<Tensor>& outputs);
+// stage runs its outer loops in parallel and its inner loop in vector lanes. On a GPU,
+// GEMM-like stages and convolutions are tiled over thread blocks with their operands
+// staged in shared memory and a register tile per thread, reductions over rows (softmax,
+// layer norm) are cross-thread reductions, and element-wise stages run a thread per
+// element (GpuSchedule.cpp).
+Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& target = Target::host());
 
 }  // namespace tessel::ops

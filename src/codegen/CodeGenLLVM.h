@@ -9,6 +9,7 @@
 #include <string>
 
 #include "passes/Lower.h"
+#include "tessel/target.h"
 
 namespace llvm {
 class LLVMContext;
@@ -17,13 +18,6 @@ class Module;
 
 namespace tessel {
 
-struct TargetInfo {
-  std::string cpu;
-  std::string features;  // "+avx2,+fma,..."
-  bool avx512 = false;
-};
-
-std::unique_ptr<llvm::Module> codegen_llvm(const LoweredProgram& prog, llvm::LLVMContext& ctx,
-                                           const TargetInfo& target);
+std::unique_ptr<llvm::Module> codegen_llvm(const LoweredProgram& prog, llvm::LLVMContext& ctx, const Target& target);
 
 }  // namespace tessel

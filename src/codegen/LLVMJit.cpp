@@ -1,5 +1,6 @@
 #include "codegen/LLVMJit.h"
 
+#include <chrono>
 #include <mutex>
 #include <sstream>
 
@@ -25,7 +26,7 @@ T check(llvm::Expected<T> v, const char* what) {
   return std::move(*v);
 }
 
-llvm::orc::JITTargetMachineBuilder machine_builder(const TargetInfo& t) {
+llvm::orc::JITTargetMachineBuilder machine_builder(const Target& t) {
   auto jtmb = check(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host");
   jtmb.setCPU(t.cpu);
   llvm::SubtargetFeatures f;
@@ -41,50 +42,21 @@ llvm::orc::JITTargetMachineBuilder machine_builder(const TargetInfo& t) {
 
 std::string host_cpu_name() { return llvm::sys::getHostCPUName().str(); }
 
+std::string host_cpu_feature_flags() {
+  std::vector<std::string> flags;
+  for (auto& kv : llvm::sys::getHostCPUFeatures()) flags.push_back((kv.second ? "+" : "-") + kv.first().str());
+  std::sort(flags.begin(), flags.end());
+  std::string out;
+  for (auto& f : flags) out += (out.empty() ? "" : ",") + f;
+  return out;
+}
+
 std::vector<std::string> host_cpu_features() {
   std::vector<std::string> out;
   for (auto& kv : llvm::sys::getHostCPUFeatures())
     if (kv.second) out.push_back(kv.first().str());
   std::sort(out.begin(), out.end());
   return out;
-}
-
-TargetInfo parse_llvm_target(const std::string& target) {
-  std::stringstream ss(target);
-  std::string kind;
-  ss >> kind;
-  TESSEL_USER_CHECK(kind == "llvm", "unknown target '", target, "'; the CPU target is \"llvm\" (optionally with "
-                    "-mcpu=NAME -mattr=+feat,...)");
-  TargetInfo t;
-  t.cpu = host_cpu_name();
-  std::string feats;
-  for (auto& f : host_cpu_features()) feats += (feats.empty() ? "+" : ",+") + f;
-  t.features = feats;
-  for (std::string opt; ss >> opt;) {
-    if (opt.rfind("-mcpu=", 0) == 0) {
-      t.cpu = opt.substr(6);
-      t.features.clear();  // the named CPU's own features
-    } else if (opt.rfind("-mattr=", 0) == 0) {
-      t.features += (t.features.empty() ? "" : ",") + opt.substr(7);
-    } else {
-      throw Error("target '" + target + "': unknown option '" + opt + "'; known: -mcpu=NAME, -mattr=+a,-b");
-    }
-  }
-  t.avx512 = t.features.find("+avx512f") != std::string::npos ||
-             (t.features.empty() && (t.cpu.find("znver4") != std::string::npos || t.cpu.find("znver5") != std::string::npos ||
-                                     t.cpu.find("skylake-avx512") != std::string::npos ||
-                                     t.cpu.find("sapphirerapids") != std::string::npos));
-  // LLVM 19 can give a gather (vgatherqps) the same register as destination and index,
-  // which the CPU rejects as an illegal instruction (found by the tuner: a conv2d with its
-  // padding inlined, vectorized 21 wide). Loads and stores of scattered lanes are made
-  // scalar instead; the tuned kernels of this CPU ran no slower.
-  if (llvm::Triple(llvm::sys::getProcessTriple()).isX86())
-    t.features += std::string(t.features.empty() ? "" : ",") + "+prefer-no-gather,+prefer-no-scatter";
-  init_llvm();
-  std::string err;
-  const llvm::Target* lt = llvm::TargetRegistry::lookupTarget(llvm::sys::getProcessTriple(), err);
-  TESSEL_USER_CHECK(lt, "no LLVM target for this machine: ", err);
-  return t;
 }
 
 struct JitKernel::Impl {
@@ -94,7 +66,7 @@ struct JitKernel::Impl {
   std::unique_ptr<llvm::Module> copy;  // the optimised module, kept for asm/object output
 };
 
-JitKernel::JitKernel(const LoweredProgram& prog, const TargetInfo& target) : impl_(std::make_unique<Impl>()) {
+JitKernel::JitKernel(const LoweredProgram& prog, const Target& target) : impl_(std::make_unique<Impl>()), cpu_(target.cpu) {
   init_llvm();
   auto jtmb = machine_builder(target);
   impl_->tm = check(jtmb.createTargetMachine(), "creating the target machine");
@@ -154,6 +126,13 @@ JitKernel::JitKernel(const LoweredProgram& prog, const TargetInfo& target) : imp
 }
 
 JitKernel::~JitKernel() = default;
+
+double JitKernel::time(void* const* args, int number) {
+  entry_(args);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < number; ++i) entry_(args);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / number;
+}
 
 namespace {
 std::string emit_file(llvm::TargetMachine& tm, llvm::Module& mod, llvm::CodeGenFileType type) {

@@ -241,6 +241,10 @@ const char* intrinsic_name(Intrinsic op) {
     case Intrinsic::Floor: return "floor";
     case Intrinsic::Ceil: return "ceil";
     case Intrinsic::Skippable: return "skippable";
+    case Intrinsic::ThreadIndex: return "thread_index";
+    case Intrinsic::Barrier: return "barrier";
+    case Intrinsic::ThreadAllReduce: return "thread_allreduce";
+    case Intrinsic::ShuffleXor: return "shuffle_xor";
   }
   return "?";
 }

@@ -142,7 +142,19 @@ struct Select : ExprNode {
 
 // Skippable wraps a guard's condition that may be dropped (see skippable() in expr.h);
 // remove_true_guards replaces it by true once loop partitioning has used it.
-enum class Intrinsic : uint8_t { Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Erf, Abs, Pow, Floor, Ceil, Skippable };
+// GPU only, made by lowering:
+//  - ThreadIndex(d): the hardware index d (0-2 blockIdx.x/y/z, 3-5 threadIdx.x/y/z), int32.
+//  - Barrier(): every thread of the block waits here (Evaluate only, never under a
+//    condition that depends on the thread).
+//  - ThreadAllReduce(value, combiner): the combination of `value` over all threadIdx.x of
+//    the block (one group per threadIdx.y/z), the same in every thread; only as the whole
+//    value of a Store into a local buffer, which lower_thread_allreduce expands.
+//  - ShuffleXor(value, offset, mask): `value` of the lane whose index differs from this one's
+//    by xor `offset`, among the warp's lanes in `mask` (CUDA).
+enum class Intrinsic : uint8_t {
+  Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Erf, Abs, Pow, Floor, Ceil, Skippable,
+  ThreadIndex, Barrier, ThreadAllReduce, ShuffleXor
+};
 const char* intrinsic_name(Intrinsic op);
 
 struct Call : ExprNode {

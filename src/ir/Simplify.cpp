@@ -145,6 +145,24 @@ struct Linear {
     }
     add_term(e, scale);
   }
+  // (x / c) * c + x % c == x, for C's truncating division of any sign: a flattened index
+  // of a split or fused axis becomes the axis again (and stays a dense vector ramp).
+  void fold_div_mod() {
+    for (size_t i = 0; i < terms.size(); ++i) {
+      const Div* d = terms[i].first.as<Div>();
+      int64_t c;
+      if (!d || !is_const_int(d->b, &c) || c == 0 || terms[i].second % c != 0) continue;
+      int64_t k = terms[i].second / c;
+      for (size_t j = 0; j < terms.size(); ++j) {
+        const Mod* m = terms[j].first.as<Mod>();
+        if (!m || terms[j].second != k || !equal(m->b, d->b) || !equal(m->a, d->a)) continue;
+        Expr x = d->a;
+        terms[i].second = terms[j].second = 0;
+        add(x, k);
+        break;
+      }
+    }
+  }
   void drop_zero_terms() {
     terms.erase(std::remove_if(terms.begin(), terms.end(), [](auto& t) { return t.second == 0; }), terms.end());
   }
@@ -153,6 +171,7 @@ struct Linear {
 Linear linearize(const Expr& e) {
   Linear l;
   l.add(e, 1);
+  l.fold_div_mod();
   l.drop_zero_terms();
   return l;
 }

@@ -8,6 +8,7 @@
 #include "ir/Simplify.h"
 #include "schedule/ScheduleState.h"
 #include "schedule/StageNest.h"
+#include "tessel/target.h"
 
 namespace tessel {
 namespace {
@@ -38,21 +39,16 @@ std::vector<ArgBuffer> bind_args(const ScheduleState& st, const std::vector<Tens
 }  // namespace
 
 LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& args, const std::string& name,
-                             const LowerOptions& opts) {
+                             const Target& target, const LowerOptions& opts) {
   const ScheduleState& st = sch.state();
   LoweredProgram out;
   out.args = bind_args(st, args);
-  auto log = [&](const char* pass, const Stmt& s) {
+  auto log = [&](const std::string& pass, const Stmt& s) {
     if (opts.dump) opts.dump(pass, to_string(s));
     else if (opts.dump_passes) std::cerr << "// ---- after " << pass << " ----\n" << to_string(s);
   };
 
-  for (auto& s : st.stages)
-    for (auto& a : s.axes)
-      TESSEL_USER_CHECK(a.annotation != ForKind::ThreadBound, "stage '", s.name, "': axis '", a.name,
-                        "' is bound to ", a.thread_tag,
-                        "; the CPU (llvm) target runs no GPU threads. Build for a GPU target, or drop the bind");
-
+  check_schedule(st, target);
   LoopProgram prog = infer_bounds(st);
   Stmt s = make_loop_nest(st, prog);
   log("make_loop_nest", s);
@@ -76,6 +72,18 @@ LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& arg
   s = storage_rewrite(s);
   log("storage_rewrite", s);
 
+  if (target.is_gpu()) {
+    out.device = split_host_device(s, out.args, name);
+    for (auto& k : out.device.kernels) {
+      log("split_host_device: " + k.name, k.body);
+      if (!opts.skip_thread_sync) k.body = thread_sync(k, target);
+      log("thread_sync: " + k.name, k.body);
+      k.body = simplify(lower_thread_allreduce(k, target));
+      log("lower_thread_allreduce: " + k.name, k.body);
+      verify_gpu_kernel(k, target);
+    }
+  }
+
   out.func.name = name;
   for (auto& a : out.args) out.func.args.push_back(Tensor(a.op));
   out.func.body = s;
@@ -84,7 +92,12 @@ LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& arg
 
 LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args, const std::string& name,
                   const LowerOptions& opts) {
-  return lower_program(sch, args, name, opts).func;
+  return lower_program(sch, args, name, Target::host(), opts).func;
+}
+
+LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args, const Target& target, const std::string& name,
+                  const LowerOptions& opts) {
+  return lower_program(sch, args, name, target, opts).func;
 }
 
 std::string LoweredFunc::str() const {

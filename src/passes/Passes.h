@@ -32,4 +32,43 @@ Stmt place_skippable_guards(const Stmt& s);
 // allocations out of serial loops.
 Stmt storage_rewrite(const Stmt& s);
 
+// ---- GPU targets ----
+
+struct Target;
+struct ScheduleState;
+
+// Rejects what the target cannot run, naming the stage and axis (CheckSchedule.cpp).
+void check_schedule(const ScheduleState& st, const Target& target);
+
+// One kernel launch: a root stage of the schedule.
+struct DeviceKernel {
+  std::string name;
+  Stmt body;                   // thread loops replaced by ThreadIndex
+  int64_t grid[3] = {1, 1, 1};   // blockIdx.x/y/z extents
+  int64_t block[3] = {1, 1, 1};  // threadIdx.x/y/z extents
+  std::vector<Var> params;     // the global buffers it touches: arguments (call order), then temporaries
+};
+// A root stage that is not an output lives in global memory between launches.
+struct DeviceTemp {
+  Var buffer;
+  DType dtype;
+  int64_t size;  // elements
+};
+struct DeviceProgram {
+  std::vector<DeviceKernel> kernels;  // launched in order
+  std::vector<DeviceTemp> temps;
+};
+
+// Each root stage becomes a kernel: bound loops become thread indices (a stage bound to a
+// smaller extent than the launch's is guarded), vthread loops serial loops.
+DeviceProgram split_host_device(const Stmt& s, const std::vector<ArgBuffer>& args, const std::string& name);
+// Barriers between writes and reads of shared memory (ThreadSync.cpp).
+Stmt thread_sync(const DeviceKernel& k, const Target& target);
+// ThreadAllReduce -> warp shuffles (CUDA) or a shared-memory tree (LowerThreadAllreduce.cpp).
+Stmt lower_thread_allreduce(const DeviceKernel& k, const Target& target);
+// Whether the all-reduce of threadIdx.x extent `x` synchronises the block (ThreadSync needs to know).
+bool allreduce_has_barrier(const Target& target, int64_t x);
+// The target's limits: threads per block and per dimension, grid, shared memory (VerifyGPUKernel.cpp).
+void verify_gpu_kernel(const DeviceKernel& k, const Target& target);
+
 }  // namespace tessel

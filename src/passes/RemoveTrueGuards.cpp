@@ -101,7 +101,16 @@ class GuardRemover : public IRMutator {
     // split off for a padded border would run on one thread while the other waits
     // (the first and last row of a 56x56 convolution cost 10% at two threads).
     bool skippable = skippable_ && op->for_kind != ForKind::Parallel;
-    if (const_ext && ext >= 2 && op->for_kind != ForKind::Vectorized &&
+    // A loop bound to GPU threads stays whole: its iterations are the threads of one launch.
+    // Loops inside one are not split either: a GPU predicates a guard for little, while
+    // the copies would multiply the kernel's code (and NVRTC's time) for every border.
+    if (op->for_kind == ForKind::ThreadBound) {
+      Stmt body = (++in_threads_, mutate(f->body));
+      --in_threads_;
+      bounds.erase(op->var.get());
+      return For::make(f->var, f->min, f->extent, f->for_kind, body, f->thread_tag);
+    }
+    if (in_threads_ == 0 && const_ext && ext >= 2 && op->for_kind != ForKind::Vectorized &&
         count_guards(f->body, op->var.var_node(), skippable) > 0) {
       // Guards proved over a range stay proved over any part of it, so the iterations
       // that drop a guard form a prefix [0, p) (a split's tail fails at the end) or a
@@ -168,6 +177,7 @@ class GuardRemover : public IRMutator {
 
  protected:
   int64_t max_step_ = 0;  // the enclosing auto_unroll_max_step
+  int in_threads_ = 0;    // GPU thread loops around the statement
   Stmt visit(const AttrStmt* op, const Stmt& s) override {
     if (op->key != "auto_unroll_max_step") return IRMutator::visit(op, s);
     int64_t saved = max_step_;

@@ -1,32 +1,16 @@
-// build(): lower, generate LLVM IR, JIT; and the checked call of a built kernel.
+// The checked call of a built kernel, and what a Module tells about it.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 
-#include "codegen/LLVMJit.h"
-#include "passes/Lower.h"
-#include "tessel/build.h"
+#include "runtime/Kernel.h"
+#include "tessel/error.h"
 
 namespace tessel {
 
-class ModuleImpl {
- public:
-  LoweredFunc func;
-  std::vector<ArgSpec> args;
-  std::unique_ptr<JitKernel> kernel;
-  double seconds = 0;
-};
-
-Module build(const Schedule& sch, const std::vector<Tensor>& args, const BuildOptions& opts) {
-  auto t0 = std::chrono::steady_clock::now();
-  TargetInfo target = parse_llvm_target(opts.target);
-  LoweredProgram prog = lower_program(sch, args, opts.name, opts.lower);
-  auto impl = std::make_shared<ModuleImpl>();
-  impl->func = prog.func;
-  for (auto& a : prog.args) impl->args.push_back(ArgSpec{a.op->name, a.op->shape, a.op->dtype});
-  impl->kernel = std::make_unique<JitKernel>(prog, target);
-  impl->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return Module(impl);
+void Kernel::write_object(const std::string&) const {
+  throw Error("export_object/export_library: only kernels built for the llvm target can be exported; this one runs "
+              "on " + device());
 }
 
 namespace {
@@ -35,31 +19,48 @@ std::string shape_str(const std::vector<int64_t>& s) {
   for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
   return r + "]";
 }
-}  // namespace
 
-void Module::operator()(const std::vector<Buffer>& bufs) const {
-  TESSEL_USER_CHECK(impl_, "calling an empty Module; build() one first");
-  const auto& specs = impl_->args;
-  TESSEL_USER_CHECK(bufs.size() == specs.size(), "kernel '", name(), "' takes ", specs.size(), " buffers, got ",
+std::vector<void*> checked_pointers(const Module& m, const std::vector<ArgSpec>& specs, const std::vector<Buffer>& bufs) {
+  TESSEL_USER_CHECK(bufs.size() == specs.size(), "kernel '", m.name(), "' takes ", specs.size(), " buffers, got ",
                     bufs.size());
   std::vector<void*> ptrs;
   for (size_t i = 0; i < specs.size(); ++i) {
     const Buffer& b = bufs[i];
-    TESSEL_USER_CHECK(b.defined(), "kernel '", name(), "': argument ", i, " ('", specs[i].name, "') is an empty Buffer");
-    TESSEL_USER_CHECK(b.dtype() == specs[i].dtype && b.shape() == specs[i].shape, "kernel '", name(), "': argument ", i,
-                      " ('", specs[i].name, "') must be ", specs[i].dtype.str(), shape_str(specs[i].shape), ", got ",
-                      b.describe());
+    TESSEL_USER_CHECK(b.defined(), "kernel '", m.name(), "': argument ", i, " ('", specs[i].name, "') is an empty Buffer");
+    TESSEL_USER_CHECK(b.dtype() == specs[i].dtype && b.shape() == specs[i].shape, "kernel '", m.name(), "': argument ",
+                      i, " ('", specs[i].name, "') must be ", specs[i].dtype.str(), shape_str(specs[i].shape),
+                      ", got ", b.describe());
     ptrs.push_back(b.raw());
   }
-  call_raw(ptrs.data());
+  return ptrs;
+}
+}  // namespace
+
+void Module::operator()(const std::vector<Buffer>& bufs) const {
+  TESSEL_USER_CHECK(impl_, "calling an empty Module; build() one first");
+  call_raw(checked_pointers(*this, impl_->args, bufs).data());
 }
 
-void Module::call_raw(void* const* args) const { impl_->kernel->entry()(args); }
+double Module::time(const std::vector<Buffer>& bufs, int number) const {
+  TESSEL_USER_CHECK(impl_, "timing an empty Module; build() one first");
+  TESSEL_USER_CHECK(number > 0, "Module::time: number must be positive, got ", number);
+  return impl_->kernel->time(checked_pointers(*this, impl_->args, bufs).data(), number);
+}
+
+void Module::call_raw(void* const* args) const { impl_->kernel->call(args); }
 const std::string& Module::name() const { return impl_->func.name; }
 const std::vector<ArgSpec>& Module::args() const { return impl_->args; }
 const LoweredFunc& Module::lowered() const { return impl_->func; }
-std::string Module::llvm_ir() const { return impl_->kernel->llvm_ir(); }
+const Target& Module::target() const { return impl_->target; }
+std::string Module::source() const { return impl_->kernel->source(); }
+std::string Module::llvm_ir() const {
+  TESSEL_USER_CHECK(!impl_->target.is_gpu(), "llvm_ir(): kernel '", name(), "' was built for ", impl_->target.str(),
+                    "; its source() is ", impl_->target.kind_name(), " C");
+  return impl_->kernel->source();
+}
 std::string Module::assembly() const { return impl_->kernel->assembly(); }
+KernelResources Module::resources() const { return impl_->kernel->resources(); }
+std::string Module::device() const { return impl_->kernel->device(); }
 double Module::compile_seconds() const { return impl_->seconds; }
 void Module::export_object(const std::string& path) const { impl_->kernel->write_object(path); }
 

@@ -144,13 +144,20 @@ SymInterval eval_interval(const Expr& e, const std::map<const ExprNode*, int64_t
   return {};
 }
 
-// Loop variables enclosing the point where a stage attached at (parent, axis) runs.
-void enclosing_vars(const LoopProgram& prog, const ScheduleState& st, const std::string& parent,
-                    const std::string& axis, std::set<const ExprNode*>& out) {
+bool is_thread_loop(const AxisState& a) {
+  return a.annotation == ForKind::ThreadBound && a.thread_tag.rfind("blockIdx", 0) != 0;
+}
+
+// Loop variables enclosing the point where a stage attached at (parent, axis) runs. A
+// shared buffer is one per thread block, so for it the enclosing thread loops do not
+// count: its region is the union over all of the block's threads (`skip_threads`).
+void enclosing_vars(const ScheduleState& st, const std::string& parent, const std::string& axis,
+                    bool skip_threads, std::set<const ExprNode*>& out) {
   const StageState& p = st.stage(parent);
   int pos = p.leaf_position(p.find_axis(axis));
-  for (int k = 0; k <= pos; ++k) out.insert(p.axes[p.leaf[k]].var.get());
-  if (p.attach == StageState::At) enclosing_vars(prog, st, p.attach_stage, p.attach_axis, out);
+  for (int k = 0; k <= pos; ++k)
+    if (!(skip_threads && is_thread_loop(p.axes[p.leaf[k]]))) out.insert(p.axes[p.leaf[k]].var.get());
+  if (p.attach == StageState::At) enclosing_vars(st, p.attach_stage, p.attach_axis, skip_threads, out);
 }
 
 // Is `reader` executed inside the loop (parent, axis)?
@@ -199,7 +206,7 @@ LoopProgram infer_bounds(const ScheduleState& st) {
 
     if (s.attach == StageState::At) {
       std::set<const ExprNode*> outer;
-      enclosing_vars(prog, st, s.attach_stage, s.attach_axis, outer);
+      enclosing_vars(st, s.attach_stage, s.attach_axis, st.storage_scope(s) == "shared", outer);
       std::map<const ExprNode*, int64_t> relax;
       for (auto& [v, ext] : loop_ext)
         if (!outer.count(v)) relax[v] = ext;

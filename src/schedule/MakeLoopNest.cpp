@@ -33,7 +33,7 @@ class NestBuilder {
     int nsp = int(n.st->op->axis.size());
     std::vector<Expr> mins(n.root_min.begin(), n.root_min.begin() + nsp);
     std::vector<int64_t> exts(n.root_ext.begin(), n.root_ext.begin() + nsp);
-    return Realize::make(n.st->op, mins, exts, n.st->scope, body);
+    return Realize::make(n.st->op, mins, exts, st_.storage_scope(*n.st), body);
   }
 
   // Stages attached at (stage, axis), producers first.
@@ -105,6 +105,7 @@ class NestBuilder {
         if (is_reduce_leaf(a)) uses_red |= uses_var(g, s.axes[a].var.var_node());
       if (!uses_red) init_guards.push_back(g);
     }
+    if (cross_thread(s)) return cross_thread_reduction(n, root, index, first_red, guards, init_guards);
     Expr init = red->init.defined() ? red->init : combiner_identity(red->combiner, red->type);
     Stmt init_body = guarded(TensorStore::make(s.op, substitute(init, root), index), init_guards);
     Expr acc = TensorLoad::make(s.op, index);
@@ -118,6 +119,40 @@ class NestBuilder {
       if (!is_reduce_leaf(s.leaf[k])) init_body = loop(n, s.leaf[k], init_body, false);
     }
     Stmt body = Block::make({init_body, update});
+    for (int k = first_red - 1; k >= 0; --k) body = loop(n, s.leaf[k], body, true);
+    return body;
+  }
+
+  // A reduction with a reduce axis bound to threadIdx.x (CheckGPUSchedule allows only this
+  // form: spatial leaves first): each thread folds its share into a local accumulator,
+  // the block's threads combine theirs (ThreadAllReduce), and thread 0 writes the result.
+  static bool cross_thread(const StageState& s) {
+    for (int a : s.leaf)
+      if (s.axes[a].kind == IterKind::Reduce && s.axes[a].annotation == ForKind::ThreadBound) return true;
+    return false;
+  }
+
+  Stmt cross_thread_reduction(const StageNest& n, const VarMap& root, const std::vector<Expr>& index, int first_red,
+                              const std::vector<Expr>& guards, const std::vector<Expr>& store_guards) {
+    const StageState& s = *n.st;
+    const Reduce* red = n.body.as<Reduce>();
+    DType t = red->type;
+    Var acc(s.name + ".acc", handle), result(s.name + ".red", handle);
+    Expr value = combine(red->combiner, Load::make(t, acc, make_int(0)), substitute(red->source, root));
+    std::vector<Expr> update_guards = guards;
+    if (red->condition.defined()) update_guards.push_back(substitute(red->condition, root));
+    Stmt update = guarded(Store::make(acc, value, make_int(0)), update_guards);
+    for (int k = int(s.leaf.size()) - 1; k >= first_red; --k) update = loop(n, s.leaf[k], update, true);
+    Expr all = Call::make(t, Intrinsic::ThreadAllReduce,
+                          {Load::make(t, acc, make_int(0)), make_int(int64_t(red->combiner))});
+    Expr out = Load::make(t, result, make_int(0));
+    if (red->init.defined()) out = combine(red->combiner, substitute(red->init, root), out);
+    std::vector<Expr> write_guards = store_guards;
+    write_guards.insert(write_guards.begin(), Call::make(int32, Intrinsic::ThreadIndex, {make_int(3)}) == make_int(0));
+    Stmt body = Block::make({Store::make(acc, combiner_identity(red->combiner, t), make_int(0)), update,
+                             Store::make(result, all, make_int(0)),
+                             guarded(TensorStore::make(s.op, out, index), write_guards)});
+    body = Allocate::make(acc, t, 1, "local", Allocate::make(result, t, 1, "local", body));
     for (int k = first_red - 1; k >= 0; --k) body = loop(n, s.leaf[k], body, true);
     return body;
   }

@@ -44,6 +44,23 @@ std::string ScheduleState::stage_list() const {
   return s;
 }
 
+std::string ScheduleState::storage_scope(const StageState& s) const {
+  if (s.scope != "global" || s.attach != StageState::At) return s.scope;
+  bool block = false;
+  for (const StageState* cur = &s; cur->attach == StageState::At;) {
+    const StageState& p = stage(cur->attach_stage);
+    int pos = p.leaf_position(p.find_axis(cur->attach_axis));
+    for (int k = 0; k <= pos; ++k) {
+      const AxisState& a = p.axes[p.leaf[k]];
+      if (a.annotation != ForKind::ThreadBound) continue;
+      if (a.thread_tag.rfind("blockIdx", 0) != 0) return "local";
+      block = true;
+    }
+    cur = &p;
+  }
+  return block ? "shared" : "global";
+}
+
 StageState& ScheduleState::stage(const std::string& name) {
   int i = find_stage(name);
   TESSEL_USER_CHECK(i >= 0, "no stage named '", name, "' in this schedule; its stages are ", stage_list());

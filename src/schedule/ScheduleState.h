@@ -63,6 +63,10 @@ struct ScheduleState {
   // Readers that are not inlined; an inlined reader's readers stand in for it.
   std::vector<std::string> effective_readers(const std::string& name) const;
   std::string stage_list() const;
+  // Where a stage's buffer lives. A stage left "global" but computed inside a GPU kernel
+  // lives where its attach point puts it (TVM's rule): in registers ("local") under a
+  // threadIdx or vthread loop, in "shared" memory under blockIdx loops only.
+  std::string storage_scope(const StageState& s) const;
 };
 
 void init_schedule_state(ScheduleState& st, const std::vector<Tensor>& outputs);

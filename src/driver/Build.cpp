@@ -1,0 +1,68 @@
+// build(): lower for the target, then hand the program to its back end. The choice of
+// back end is made here and nowhere else.
+#include <chrono>
+
+#include "codegen/CodeGenC.h"
+#include "codegen/LLVMJit.h"
+#include "codegen/NVRTC.h"
+#include "ir/IRVisitor.h"
+#include "runtime/OpenCL.h"
+
+namespace tessel {
+namespace {
+
+DevicePlan device_plan(const LoweredProgram& prog) {
+  DevicePlan plan;
+  std::vector<Var> buffers;
+  for (auto& a : prog.args) {
+    int64_t n = 1;
+    for (int64_t e : a.op->shape) n *= e;
+    plan.arg_bytes.push_back(n * a.op->dtype.bytes());
+    bool written = false;
+    for (auto& k : prog.device.kernels)
+      visit_stmts(k.body, [&](const Stmt& s) {
+        if (const Store* st = s.as<Store>()) written |= st->buffer.same_as(a.buffer);
+      });
+    plan.arg_written.push_back(written);
+    buffers.push_back(a.buffer);
+  }
+  for (auto& t : prog.device.temps) {
+    plan.temp_bytes.push_back(t.size * t.dtype.bytes());
+    buffers.push_back(t.buffer);
+  }
+  for (auto& k : prog.device.kernels) {
+    LaunchSpec l;
+    l.name = k.name;
+    for (int d = 0; d < 3; ++d) l.grid[d] = k.grid[d], l.block[d] = k.block[d];
+    for (auto& p : k.params)
+      for (size_t i = 0; i < buffers.size(); ++i)
+        if (buffers[i].same_as(p)) l.params.push_back(int(i));
+    plan.launches.push_back(l);
+  }
+  return plan;
+}
+
+std::unique_ptr<Kernel> make_kernel(const LoweredProgram& prog, const Target& target) {
+  switch (target.kind) {
+    case Target::Kind::LLVM: return std::make_unique<JitKernel>(prog, target);
+    case Target::Kind::CUDA: return make_cuda_kernel(nvrtc_compile(codegen_c(prog, target), target.arch), device_plan(prog));
+    case Target::Kind::OpenCL: return make_opencl_kernel(codegen_c(prog, target), device_plan(prog));
+  }
+  throw InternalError("build: unknown target kind");
+}
+
+}  // namespace
+
+Module build(const Schedule& sch, const std::vector<Tensor>& args, const BuildOptions& opts) {
+  auto t0 = std::chrono::steady_clock::now();
+  LoweredProgram prog = lower_program(sch, args, opts.name, opts.target, opts.lower);
+  auto impl = std::make_shared<ModuleImpl>();
+  impl->func = prog.func;
+  impl->target = opts.target;
+  for (auto& a : prog.args) impl->args.push_back(ArgSpec{a.op->name, a.op->shape, a.op->dtype});
+  impl->kernel = make_kernel(prog, opts.target);
+  impl->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return Module(impl);
+}
+
+}  // namespace tessel

@@ -1,0 +1,118 @@
+#include "tessel/target.h"
+
+#include <algorithm>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "codegen/LLVMJit.h"
+#include "tessel/build.h"
+#include "tessel/error.h"
+
+namespace tessel {
+namespace {
+
+const char* const kForms =
+    "the valid forms are \"llvm\", \"llvm -mcpu=NAME -mattr=+a,-b\", \"cuda\", \"cuda -arch=sm_XY\" "
+    "(XY one of 75, 80, 86, 87, 89, 90, 100, 120) and \"opencl\"";
+
+// Shared memory a block may opt into with dynamic shared memory, per architecture (CUDA
+// programming guide, compute capabilities table).
+int shared_optin_bytes(int sm) {
+  if (sm >= 90) return 227 * 1024;
+  if (sm == 80 || sm == 87) return 163 * 1024;
+  if (sm >= 86) return 99 * 1024;
+  return 64 * 1024;
+}
+
+void set_cpu_limits(Target& t) {
+  bool avx512 = t.features.find("+avx512f") != std::string::npos ||
+                (t.features.empty() && (t.cpu.find("znver4") != std::string::npos ||
+                                        t.cpu.find("znver5") != std::string::npos ||
+                                        t.cpu.find("skylake-avx512") != std::string::npos ||
+                                        t.cpu.find("sapphirerapids") != std::string::npos));
+  t.vector_bytes = avx512 ? 64 : 32;
+  t.vector_registers = avx512 ? 32 : 16;
+}
+
+}  // namespace
+
+Target Target::host() {
+  Target t;
+  t.cpu = host_cpu_name();
+  t.features = host_cpu_feature_flags();
+  t.num_cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  set_cpu_limits(t);
+  return t;
+}
+
+Target Target::parse(const std::string& text) {
+  std::stringstream ss(text);
+  std::string kind;
+  ss >> kind;
+  std::vector<std::string> opts;
+  for (std::string o; ss >> o;) opts.push_back(o);
+  if (kind == "llvm") {
+    Target t = host();
+    for (auto& opt : opts) {
+      if (opt.rfind("-mcpu=", 0) == 0) {
+        t.cpu = opt.substr(6);
+        t.features.clear();  // the named CPU's own features
+      } else if (opt.rfind("-mattr=", 0) == 0) {
+        t.features += (t.features.empty() ? "" : ",") + opt.substr(7);
+      } else {
+        throw Error("target '" + text + "': unknown option '" + opt + "' for llvm; known: -mcpu=NAME, -mattr=+a,-b");
+      }
+    }
+    set_cpu_limits(t);
+    return t;
+  }
+  if (kind == "cuda" || kind == "opencl") {
+    Target t;
+    t.kind = kind == "cuda" ? Kind::CUDA : Kind::OpenCL;
+    t.num_cores = 0;
+    t.vector_bytes = 16;  // float4
+    // OpenCL kernels are held to CUDA's limits (sm_80): PoCL would accept 4096 work-items
+    // and a megabyte of local memory, which no GPU runs.
+    t.arch = "sm_80";
+    for (auto& opt : opts) {
+      TESSEL_USER_CHECK(t.kind == Kind::CUDA && opt.rfind("-arch=", 0) == 0, "target '", text,
+                        "': unknown option '", opt, "'; ", kForms);
+      t.arch = opt.substr(6);
+    }
+    static const int known[] = {75, 80, 86, 87, 89, 90, 100, 120};
+    int sm = 0;
+    if (t.arch.rfind("sm_", 0) == 0) sm = std::atoi(t.arch.c_str() + 3);
+    TESSEL_USER_CHECK(std::find(std::begin(known), std::end(known), sm) != std::end(known) &&
+                          t.arch == "sm_" + std::to_string(sm),
+                      "target '", text, "': unknown architecture '", t.arch, "'; ", kForms);
+    t.max_shared_memory_optin = shared_optin_bytes(sm);
+    t.max_threads_per_block = 1024;
+    t.warp_size = 32;
+    t.max_vthread = t.warp_size / 4;
+    return t;
+  }
+  throw Error("unknown target '" + text + "'; " + kForms);
+}
+
+const char* Target::kind_name() const {
+  switch (kind) {
+    case Kind::LLVM: return "llvm";
+    case Kind::CUDA: return "cuda";
+    case Kind::OpenCL: return "opencl";
+  }
+  return "?";
+}
+
+std::string Target::key() const {
+  if (kind == Kind::LLVM) return "llvm/" + cpu;
+  return std::string(kind_name()) + "/" + arch;
+}
+
+std::string Target::str() const {
+  if (kind == Kind::LLVM) return "llvm -mcpu=" + cpu + (features.empty() ? "" : " -mattr=" + features);
+  if (kind == Kind::CUDA) return "cuda -arch=" + arch;
+  return "opencl";
+}
+
+}  // namespace tessel

@@ -1,0 +1,41 @@
+#pragma once
+/** \file A built kernel behind one small interface, whatever back end made it: the LLVM JIT
+ * for CPUs, CUDA (NVRTC + the driver API) and OpenCL for GPUs. The Module holds one. */
+#include <memory>
+#include <string>
+
+#include "tessel/build.h"
+
+namespace tessel {
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  // Runs on host memory: args[i] is the data of argument i (a GPU back end uploads the
+  // inputs, launches every kernel of the program in order and downloads the outputs).
+  virtual void call(void* const* args) = 0;
+  // Mean seconds of one run of the kernels over `number` runs, timed on the device (with
+  // device events on a GPU, the copies excluded), after one warm-up run.
+  virtual double time(void* const* args, int number) = 0;
+  // Source of what was compiled: LLVM IR, CUDA C or OpenCL C.
+  virtual std::string source() const = 0;
+  // Host assembly, or PTX.
+  virtual std::string assembly() const = 0;
+  virtual KernelResources resources() const { return {}; }
+  // Where the kernel runs: "cpu znver4", "cuda sm_90 NVIDIA H100 ...", "opencl pthread-...".
+  virtual std::string device() const = 0;
+  // An object file of the kernel, for deploy libraries (the LLVM back end only).
+  virtual void write_object(const std::string& path) const;
+};
+
+// What build() hands the Module.
+class ModuleImpl {
+ public:
+  LoweredFunc func;
+  std::vector<ArgSpec> args;
+  Target target;
+  std::unique_ptr<Kernel> kernel;
+  double seconds = 0;
+};
+
+}  // namespace tessel
