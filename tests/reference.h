@@ -55,10 +55,25 @@ inline Buffer matmul(const Buffer& A, const Buffer& B, bool ta = false, bool tb 
   return C;
 }
 
+// A user error whose message holds every one of `parts` (a crash or an internal error fails).
+template <typename F>
+void expect_error(F f, std::initializer_list<const char*> parts) {
+  try {
+    f();
+  } catch (const tessel::InternalError& e) {
+    FAIL() << "internal error instead of a user error: " << e.what();
+  } catch (const tessel::Error& e) {
+    std::string msg = e.what();
+    for (const char* p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' missing from: " << msg;
+    return;
+  }
+  FAIL() << "no error was raised";
+}
+
 // Builds and runs a schedule on the given inputs; returns the outputs (zero-initialised).
 inline std::vector<Buffer> run(const tessel::Schedule& s, const std::vector<tessel::Tensor>& args,
-                               const std::vector<Buffer>& inputs) {
-  tessel::Module m = tessel::build(s, args);
+                               const std::vector<Buffer>& inputs, const tessel::BuildOptions& opts = {}) {
+  tessel::Module m = tessel::build(s, args, opts);
   std::vector<Buffer> all = inputs, outs;
   for (size_t i = inputs.size(); i < args.size(); ++i) {
     outs.emplace_back(args[i].shape(), args[i].dtype());

@@ -3,6 +3,7 @@
 #include "reference.h"
 
 using namespace tessel;
+using ref::expect_error;
 
 namespace {
 
@@ -13,20 +14,6 @@ struct Mm {
   Tensor C = compute({32, 24}, [this](Var i, Var j) { return sum(A(i, k) * B(k, j), {k}); }, "C");
   Tensor D = compute({32, 24}, [this](Var i, Var j) { return C(i, j) + 1.0f; }, "D");
 };
-
-template <typename F>
-void expect_error(F f, std::initializer_list<const char*> parts) {
-  try {
-    f();
-  } catch (const InternalError& e) {
-    FAIL() << "internal error instead of a user error: " << e.what();
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const char* p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' missing from: " << msg;
-    return;
-  }
-  FAIL() << "no error was raised";
-}
 
 }  // namespace
 

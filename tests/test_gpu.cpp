@@ -9,25 +9,12 @@
 #include "schedule/ScheduleState.h"
 
 using namespace tessel;
+using ref::expect_error;
 using ref::Buffer;
 
 namespace {
 
 const Target kOpenCL = Target::parse("opencl");
-
-template <typename F>
-void expect_error(F f, std::initializer_list<const char*> parts) {
-  try {
-    f();
-  } catch (const InternalError& e) {
-    FAIL() << "internal error instead of a user error: " << e.what();
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const char* p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' missing from: " << msg;
-    return;
-  }
-  FAIL() << "no error was raised";
-}
 
 std::vector<Buffer> random_inputs(const std::vector<Tensor>& args, size_t n_in) {
   std::vector<Buffer> in;
@@ -37,14 +24,7 @@ std::vector<Buffer> random_inputs(const std::vector<Tensor>& args, size_t n_in) 
 
 std::vector<Buffer> run_on(const Target& t, const Schedule& s, const std::vector<Tensor>& args,
                            const std::vector<Buffer>& inputs, const LowerOptions& lo = {}) {
-  Module m = build(s, args, {.target = t, .lower = lo});
-  std::vector<Buffer> all = inputs, outs;
-  for (size_t i = inputs.size(); i < args.size(); ++i) {
-    outs.emplace_back(args[i].shape(), args[i].dtype());
-    all.push_back(outs.back());
-  }
-  m(all);
-  return outs;
+  return ref::run(s, args, inputs, {.target = t, .lower = lo});
 }
 
 // The schedule's OpenCL run against the CPU default schedule's answer.
