@@ -32,7 +32,6 @@ struct Measured {
 
 struct TaskState {
   Workload w;
-  Target target;
   double weight = 1;
   std::unique_ptr<SearchSpace> space;
   std::unique_ptr<Measurer> measurer;
@@ -85,21 +84,21 @@ std::vector<std::vector<float>> program_features_of(const Workload& w, const Tar
 }
 
 // Fills the task's feature cache for these candidates (in parallel, see above).
-void cache_features(TaskState& t, const std::vector<const Candidate*>& cands) {
+void cache_features(TaskState& t, const Target& target, const std::vector<const Candidate*>& cands) {
   std::vector<const Candidate*> todo;
   std::set<std::string> seen;
   for (auto* c : cands)
     if (!t.features.count(c->key) && seen.insert(c->key).second) todo.push_back(c);
   std::vector<const std::vector<Step>*> steps;
   for (auto* c : todo) steps.push_back(&c->steps);
-  auto rows = program_features_of(t.w, t.target, steps);
+  auto rows = program_features_of(t.w, target, steps);
   for (size_t i = 0; i < todo.size(); ++i) t.features.emplace(todo[i]->key, std::move(rows[i]));
 }
 
-const std::vector<float>& features_of(TaskState& t, const Candidate& c) {
+const std::vector<float>& features_of(TaskState& t, const Target& target, const Candidate& c) {
   auto it = t.features.find(c.key);
   if (it != t.features.end()) return it->second;
-  return t.features.emplace(c.key, program_features_of(t.w, t.target, c.steps)).first->second;
+  return t.features.emplace(c.key, program_features_of(t.w, target, c.steps)).first->second;
 }
 
 // The cost model's label: the workload's best cost over this one (errors score 0).
@@ -140,7 +139,6 @@ class Tuner {
     for (size_t i = 0; i < ws.size(); ++i) {
       auto t = std::make_unique<TaskState>();
       t->w = ws[i];
-      t->target = target_;
       t->weight = i < weights.size() ? weights[i] : 1.0;
       t->space = std::make_unique<SearchSpace>(ws[i], target_);
       t->result.task = ws[i].op;
@@ -205,7 +203,7 @@ class Tuner {
     std::vector<std::vector<float>> rows;
     std::vector<double> seconds;
     for (size_t i = t.measured.size() - std::min(n, t.measured.size()); i < t.measured.size(); ++i) {
-      const auto& f = features_of(t, t.measured[i].cand);
+      const auto& f = features_of(t, target_, t.measured[i].cand);
       if (f.empty()) continue;
       rows.push_back(f);
       seconds.push_back(t.measured[i].seconds);
@@ -232,7 +230,7 @@ class Tuner {
     std::set<std::string> chosen;
     auto take = [&](const Candidate& c, int limit) {
       if (int(out.size()) >= limit || t.measured_keys.count(c.key) || !chosen.insert(c.key).second) return;
-      if (features_of(t, c).empty()) return;  // does not lower: not worth a measurement
+      if (features_of(t, target_, c).empty()) return;  // does not lower: not worth a measurement
       out.push_back(c);
     };
     // Programs tuned on a CPU that stands in for this one come first (add_stand_ins).
@@ -279,11 +277,11 @@ class Tuner {
     for (int g = 0; g <= opts_.generations; ++g) {
       std::vector<const Candidate*> each;
       for (auto& c : pop) each.push_back(&c);
-      cache_features(t, each);
+      cache_features(t, target_, each);
       std::vector<std::vector<float>> rows;
       std::vector<size_t> valid;
       for (size_t i = 0; i < pop.size(); ++i) {
-        const auto& f = features_of(t, pop[i]);
+        const auto& f = features_of(t, target_, pop[i]);
         if (!f.empty()) rows.push_back(f), valid.push_back(i);
       }
       if (rows.empty()) break;
@@ -495,10 +493,10 @@ class Tuner {
     for (auto& t : tasks_) {
       std::vector<const Candidate*> each;
       for (auto& m : t->measured) each.push_back(&m.cand);
-      cache_features(*t, each);
+      cache_features(*t, target_, each);
       double best = best_seconds(*t);
       for (auto& m : t->measured) {
-        const auto& f = features_of(*t, m.cand);
+        const auto& f = features_of(*t, target_, m.cand);
         if (f.empty()) continue;
         rows.push_back(f);
         labels.push_back(label(best, m.seconds));

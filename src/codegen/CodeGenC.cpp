@@ -6,29 +6,11 @@
 #include <set>
 #include <sstream>
 
+#include "ir/IRPrinter.h"
 #include "ir/IRVisitor.h"
 
 namespace tessel {
 namespace {
-
-const char* binary_op(NodeKind k) {
-  switch (k) {
-    case NodeKind::Add: return " + ";
-    case NodeKind::Sub: return " - ";
-    case NodeKind::Mul: return " * ";
-    case NodeKind::Div: return " / ";
-    case NodeKind::Mod: return " % ";
-    case NodeKind::EQ: return " == ";
-    case NodeKind::NE: return " != ";
-    case NodeKind::LT: return " < ";
-    case NodeKind::LE: return " <= ";
-    case NodeKind::GT: return " > ";
-    case NodeKind::GE: return " >= ";
-    case NodeKind::And: return " && ";
-    case NodeKind::Or: return " || ";
-    default: return nullptr;
-  }
-}
 
 // Is e a multiple of n for every value of its variables?
 bool known_multiple(const Expr& e, int64_t n) {
@@ -170,7 +152,7 @@ class CodeGenC {
       case NodeKind::Broadcast: return expr(static_cast<const Broadcast*>(n)->value);
       default: break;
     }
-    if (const char* op = binary_op(n->kind)) {
+    if (const char* op = binary_symbol(n->kind)) {
       auto* b = static_cast<const BinaryNode*>(n);
       if (n->kind == NodeKind::Mod && t.is_float())
         return std::string(cuda_ && t.bits == 32 ? "fmodf(" : "fmod(") + expr(b->a, lane) + ", " + expr(b->b, lane) + ")";
@@ -239,19 +221,8 @@ class CodeGenC {
            std::to_string(k.block[1]) + ", " + std::to_string(k.block[2]) + "))) void " + k.name + "(" + params + ") {");
     indent_ += 2;
     // Shared arrays are declared at the kernel's top: OpenCL allows __local only there.
-    // Loop partitioning copies a stage's allocation into each part; the parts run one
-    // after the other, so the copies share one array.
-    std::map<std::string, const Allocate*> arrays;
-    visit_stmts(k.body, [&](const Stmt& s) {
-      const Allocate* a = s.as<Allocate>();
-      if (!a || a->scope != "shared") return;
+    for (const Allocate* a : shared_arrays(k.body)) {
       buffer_type_[a->buffer.get()] = a->dtype, scope_[a->buffer.get()] = "shared";
-      auto [it, fresh] = arrays.emplace(a->buffer.name() + "/" + a->dtype.str(), a);
-      if (fresh) return;
-      names_[a->buffer.get()] = name(it->second->buffer);
-      if (a->size > it->second->size) it->second = a;
-    });
-    for (auto& [key, a] : arrays) {
       std::string decl = mem_type(a->dtype) + " " + name(a->buffer) + "[" + std::to_string(a->size) + "]";
       line(cuda_ ? "__shared__ __align__(16) " + decl + ";" : "__local " + decl + " __attribute__((aligned(16)));");
     }

@@ -1,6 +1,7 @@
 // build(): lower for the target, then hand the program to its back end. The choice of
 // back end is made here and nowhere else.
 #include <chrono>
+#include <set>
 
 #include "codegen/CodeGenC.h"
 #include "codegen/LLVMJit.h"
@@ -13,17 +14,17 @@ namespace {
 
 DevicePlan device_plan(const LoweredProgram& prog) {
   DevicePlan plan;
+  std::set<const ExprNode*> stored;
+  for (auto& k : prog.device.kernels)
+    visit_stmts(k.body, [&](const Stmt& s) {
+      if (const Store* st = s.as<Store>()) stored.insert(st->buffer.get());
+    });
   std::vector<Var> buffers;
   for (auto& a : prog.args) {
     int64_t n = 1;
     for (int64_t e : a.op->shape) n *= e;
     plan.arg_bytes.push_back(n * a.op->dtype.bytes());
-    bool written = false;
-    for (auto& k : prog.device.kernels)
-      visit_stmts(k.body, [&](const Stmt& s) {
-        if (const Store* st = s.as<Store>()) written |= st->buffer.same_as(a.buffer);
-      });
-    plan.arg_written.push_back(written);
+    plan.arg_written.push_back(stored.count(a.buffer.get()) > 0);
     buffers.push_back(a.buffer);
   }
   for (auto& t : prog.device.temps) {

@@ -3,7 +3,6 @@
 #include <sstream>
 
 namespace tessel {
-namespace {
 
 const char* binary_symbol(NodeKind k) {
   switch (k) {
@@ -23,6 +22,8 @@ const char* binary_symbol(NodeKind k) {
     default: return nullptr;
   }
 }
+
+namespace {
 
 class Printer {
  public:

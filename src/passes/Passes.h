@@ -70,5 +70,8 @@ Stmt lower_thread_allreduce(const DeviceKernel& k, const Target& target);
 bool allreduce_has_barrier(const Target& target, int64_t x);
 // The target's limits: threads per block and per dimension, grid, shared memory (VerifyGPUKernel.cpp).
 void verify_gpu_kernel(const DeviceKernel& k, const Target& target);
+// The kernel's shared arrays: the largest allocation of each shared buffer (partitioned
+// loops allocate one buffer in each part).
+std::vector<const Allocate*> shared_arrays(const Stmt& kernel_body);
 
 }  // namespace tessel

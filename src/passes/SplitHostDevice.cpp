@@ -9,16 +9,17 @@
 #include "ir/IRMutator.h"
 #include "ir/IRVisitor.h"
 #include "passes/Passes.h"
+#include "tessel/schedule.h"
 
 namespace tessel {
 namespace {
 
+// The ThreadIndex dimension of a tag: its position in kThreadTags (blockIdx.x/y/z, then
+// threadIdx.x/y/z); -1 for vthread.
 int tag_dim(const std::string& tag) {
-  static const char* const tags[] = {"blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
-                                     "threadIdx.z"};
   for (int d = 0; d < 6; ++d)
-    if (tag == tags[d]) return d;
-  return -1;  // vthread
+    if (tag == kThreadTags[d]) return d;
+  return -1;
 }
 
 class BindThreads : public IRMutator {

@@ -62,9 +62,14 @@ class Flattener : public IRMutator {
     Expr index = flat_index(op->op.get(), idx);
     return Store::make(buffers.at(op->op.get()).buffer, v, index);
   }
+  // One buffer variable per tensor: loop partitioning copies a Realize into each part, and
+  // the copies, which run one after another, are then one buffer (one GPU shared array).
+  std::map<const OperationNode*, Var> vars;
+
   Stmt visit(const Realize* op, const Stmt& s) override {
     auto al = align->find(op->op->name);
-    FlatBuffer b{Var(op->op->name, handle), op->mins,
+    Var var = vars.emplace(op->op.get(), Var(op->op->name, handle)).first->second;
+    FlatBuffer b{var, op->mins,
                  row_major(op->extents, al == align->end() ? nullptr : &al->second)};
     int64_t size = op->extents.empty() ? 1 : b.strides[0] * op->extents[0];
     buffers[op->op.get()] = b;

@@ -1,7 +1,6 @@
 // A kernel must fit the target's limits before it is compiled: NVRTC fails without a
 // message on too much static shared memory, and PoCL runs work-groups and local memory far
 // beyond any GPU's, so a schedule that passed there would fail on the device.
-#include <algorithm>
 #include <map>
 
 #include "ir/IRVisitor.h"
@@ -9,6 +8,19 @@
 #include "tessel/target.h"
 
 namespace tessel {
+
+std::vector<const Allocate*> shared_arrays(const Stmt& kernel_body) {
+  std::map<const ExprNode*, const Allocate*> largest;
+  visit_stmts(kernel_body, [&](const Stmt& s) {
+    const Allocate* a = s.as<Allocate>();
+    if (!a || a->scope != "shared") return;
+    const Allocate*& l = largest[a->buffer.get()];
+    if (!l || a->size > l->size) l = a;
+  });
+  std::vector<const Allocate*> out;
+  for (auto& [buf, a] : largest) out.push_back(a);
+  return out;
+}
 
 void verify_gpu_kernel(const DeviceKernel& k, const Target& t) {
   int64_t threads = k.block[0] * k.block[1] * k.block[2];
@@ -25,16 +37,8 @@ void verify_gpu_kernel(const DeviceKernel& k, const Target& t) {
     TESSEL_USER_CHECK(k.grid[d] <= grid_limit[d], "kernel '", k.name, "': blockIdx.", xyz[d], " extent ", k.grid[d],
                       " is over ", t.key(), "'s limit of ", grid_limit[d], "; bind the larger axis to blockIdx.x");
   }
-  // Copies of one allocation made by loop partitioning share an array (see CodeGenC).
-  std::map<std::string, int64_t> arrays;
-  visit_stmts(k.body, [&](const Stmt& s) {
-    if (const Allocate* a = s.as<Allocate>(); a && a->scope == "shared") {
-      int64_t& bytes = arrays[a->buffer.name() + "/" + a->dtype.str()];
-      bytes = std::max(bytes, a->size * a->dtype.bytes());
-    }
-  });
   int64_t shared = 0;
-  for (auto& [name, bytes] : arrays) shared += bytes;
+  for (const Allocate* a : shared_arrays(k.body)) shared += a->size * a->dtype.bytes();
   TESSEL_USER_CHECK(shared <= t.max_shared_memory_per_block, "kernel '", k.name, "' uses ", shared,
                     " bytes of shared memory per block; ", t.key(), " allows ", t.max_shared_memory_per_block,
                     " bytes of static shared memory. Use smaller tiles for the \"shared\" cache stages");
