@@ -164,6 +164,51 @@ TEST(Gpu, WithoutBarriersTheSharedMemoryGemmIsWrong) {
   EXPECT_GT(max_relative_error(got[0], want[0]), 1e-2) << "PoCL should expose the missing barriers";
 }
 
+// The register tile split over 2x2 virtual threads: strided outputs per thread, the
+// shared tiles still fetched once per reduction step for all of them.
+TEST(Gpu, VirtualThreadsShareTheirFetchAndSliceTheirAccumulator) {
+  Tensor A = placeholder({64, 48}, float32, "A"), B = placeholder({48, 64}, float32, "B");
+  Tensor C = ops::matmul(A, B);
+  auto schedule = [&](int64_t vthreads) {
+    Schedule s({C});
+    Tensor CL = s.cache_write(C, "local");
+    auto [io, ii] = s[C].split("i", 32);
+    auto [jo, ji] = s[C].split("j", 32);
+    auto [iv, it] = s[C].split_nparts(ii, vthreads);
+    auto [jv, jt] = s[C].split_nparts(ji, vthreads);
+    auto [ty, ri] = s[C].split(it, 2);
+    auto [tx, rj] = s[C].split(jt, 2);
+    s[C].reorder({io, jo, iv, jv, ty, tx, ri, rj});
+    s[C].bind(io, "blockIdx.y");
+    s[C].bind(jo, "blockIdx.x");
+    s[C].bind(s[C].fuse(iv, jv), "vthread");
+    s[C].bind(ty, "threadIdx.y");
+    s[C].bind(tx, "threadIdx.x");
+    s[CL].compute_at(s[C], tx);
+    auto [ko, ki] = s[CL].split("k", 8);
+    s[CL].reorder({ko, ki, "i", "j"});
+    for (const Tensor& in : {A, B}) {
+      Tensor sh = s.cache_read(in, "shared", {CL});
+      s[sh].compute_at(s[CL], ko);
+      auto [o, x] = s[sh].split(s[sh].fuse("i", "j"), 8);
+      auto [oo, y] = s[sh].split(o, 32 / (2 * vthreads));
+      s[sh].bind(x, "threadIdx.x");
+      s[sh].bind(y, "threadIdx.y");
+    }
+    return s;
+  };
+  Schedule s = schedule(2);
+  expect_matches_cpu(s, {A, B, C}, 2);
+  auto count = [](const std::string& src, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = src.find(what); at != std::string::npos; at = src.find(what, at + 1)) ++n;
+    return n;
+  };
+  std::string src = build(s, {A, B, C}, {.target = kOpenCL}).source();
+  EXPECT_EQ(count(src, "for (int k_outer"), 1u) << src;    // one reduction loop, not one per virtual thread
+  EXPECT_EQ(count(src, "float C_local[16];"), 1u) << src;  // 2x2 outputs for each of 4 virtual threads
+}
+
 TEST(Gpu, CudaSourceUsesSharedMemoryAndLaunchBounds) {
   TiledGemm g(64, 64, 64);
   Module m = build(g.s, {g.A, g.B, g.C}, {.target = Target::parse("cuda -arch=sm_90")});

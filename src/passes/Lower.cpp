@@ -63,6 +63,10 @@ LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& arg
   log("storage_flatten", s);
   s = vectorize_loops(s);
   log("vectorize_loops", s);
+  if (target.is_gpu()) {
+    s = inject_virtual_thread(s);
+    log("inject_virtual_thread", s);
+  }
   s = unroll_loops(s);
   log("unroll_loops", s);
   s = simplify(s);

@@ -59,8 +59,11 @@ struct DeviceProgram {
   std::vector<DeviceTemp> temps;
 };
 
+// vthread loops pushed down to the statements that depend on them, one copy per virtual
+// thread; buffers written per virtual thread get a slice each (InjectVirtualThread.cpp).
+Stmt inject_virtual_thread(const Stmt& s);
 // Each root stage becomes a kernel: bound loops become thread indices (a stage bound to a
-// smaller extent than the launch's is guarded), vthread loops serial loops.
+// smaller extent than the launch's is guarded).
 DeviceProgram split_host_device(const Stmt& s, const std::vector<ArgBuffer>& args, const std::string& name);
 // Barriers between writes and reads of shared memory (ThreadSync.cpp).
 Stmt thread_sync(const DeviceKernel& k, const Target& target);

@@ -32,7 +32,7 @@ class BindThreads : public IRMutator {
     if (op->for_kind != ForKind::ThreadBound) return IRMutator::visit(op, s);
     Stmt body = mutate(op->body);
     int d = tag_dim(op->thread_tag);
-    if (d < 0) return For::make(op->var, op->min, op->extent, ForKind::Serial, body);
+    TESSEL_INTERNAL_CHECK(d >= 0, "a vthread loop reached the host/device split");
     int64_t ext;
     TESSEL_INTERNAL_CHECK(is_const_int(op->extent, &ext) && is_zero(op->min), "loop bound to ", op->thread_tag,
                           " has no constant extent from 0");
