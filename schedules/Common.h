@@ -21,6 +21,8 @@ inline void check_rank(const char* op, const char* arg, const Tensor& t, size_t 
 }
 
 Expr apply_activation(Expr v, Activation act);
+// The operation a stage of the schedule computes now (the schedule may have rebuilt it).
+const OperationNode* op_of(Schedule& s, const std::string& name);
 Schedule gpu_default_schedule(const std::vector<Tensor>& outputs, const Target& target);
 
 }  // namespace tessel::ops

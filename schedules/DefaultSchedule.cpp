@@ -7,6 +7,9 @@
 #include "schedules/Common.h"
 
 namespace tessel::ops {
+
+const OperationNode* op_of(Schedule& s, const std::string& name) { return s.state().stage(name).op.get(); }
+
 namespace {
 
 int vector_lanes(DType t) { return t.bits == 64 ? 8 : 16; }
@@ -17,8 +20,6 @@ int64_t divisor_at_most(int64_t n, int64_t cap) {
     if (n % f == 0) return f;
   return 1;
 }
-
-const OperationNode* op_of(Schedule& s, const std::string& name) { return s.state().stage(name).op.get(); }
 
 // The single consumer of a stage, if it has exactly one.
 std::string only_reader(Schedule& s, const std::string& name) {

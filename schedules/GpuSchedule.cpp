@@ -22,8 +22,6 @@ constexpr int64_t kThreads = 256;     // per block, for element-wise stages and 
 constexpr int64_t kRegisterTile = 16;  // outputs per thread in a tiled stage
 constexpr int64_t kReduceChunk = 32;   // reduction steps per shared-memory stage
 
-const OperationNode* op_of(Schedule& s, const std::string& name) { return s.state().stage(name).op.get(); }
-
 int64_t pow2_at_most(int64_t n) {
   int64_t p = 1;
   while (p * 2 <= n) p *= 2;
