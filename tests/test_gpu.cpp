@@ -118,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, GpuDefault, ::testing::ValuesIn(op_cases()),
 struct TiledGemm {
   Tensor A, B, C;
   Schedule s;
-  TiledGemm(int64_t M, int64_t N, int64_t K) : A(placeholder({M, K}, float32, "A")),
+  TiledGemm(int64_t M, int64_t N, int64_t K, bool float4_fetch = false) : A(placeholder({M, K}, float32, "A")),
       B(placeholder({K, N}, float32, "B")), C(ops::matmul(A, B)), s({C}) {
     Tensor CL = s.cache_write(C, "local");
     auto t = s[C].tile("i", "j", 32, 32);
@@ -136,6 +136,11 @@ struct TiledGemm {
       Tensor sh = s.cache_read(in, "shared", {CL});
       s[sh].compute_at(s[CL], ko);
       Axis f = s[sh].fuse("i", "j");
+      if (float4_fetch) {
+        auto [rest, lanes] = s[sh].split(f, 4);
+        s[sh].vectorize(lanes);
+        f = rest;
+      }
       auto [o, x] = s[sh].split(f, 8);
       auto [oo, y] = s[sh].split(o, 8);
       s[sh].bind(x, "threadIdx.x");
@@ -150,6 +155,17 @@ TEST(Gpu, TiledGemmWithSharedMemoryIsCorrect) {
   std::string src = build(g.s, {g.A, g.B, g.C}, {.target = kOpenCL}).source();
   EXPECT_NE(src.find("__local float A_shared"), std::string::npos) << src;
   EXPECT_NE(src.find("barrier(CLK_LOCAL_MEM_FENCE)"), std::string::npos) << src;
+}
+
+// A's tile rows are 8 long: the fused fetch index splits back into a row and a dense run
+// of 4 columns, so both operands are read and staged as float4.
+TEST(Gpu, FetchesOfShortRowsAreFloat4) {
+  TiledGemm g(64, 64, 64, /*float4_fetch=*/true);
+  expect_matches_cpu(g.s, {g.A, g.B, g.C}, 2);
+  std::string src = build(g.s, {g.A, g.B, g.C}, {.target = Target::parse("cuda")}).source();
+  EXPECT_NE(src.find("= *(float4*)(A + "), std::string::npos) << src;
+  EXPECT_NE(src.find("= *(float4*)(B + "), std::string::npos) << src;
+  EXPECT_NE(src.find("*(float4*)(A_shared + "), std::string::npos) << src;
 }
 
 TEST(Gpu, WithoutBarriersTheSharedMemoryGemmIsWrong) {

@@ -8,19 +8,10 @@
 
 #include "ir/IRPrinter.h"
 #include "ir/IRVisitor.h"
+#include "ir/Simplify.h"
 
 namespace tessel {
 namespace {
-
-// Is e a multiple of n for every value of its variables?
-bool known_multiple(const Expr& e, int64_t n) {
-  int64_t v;
-  if (is_const_int(e, &v)) return v % n == 0;
-  if (const Add* a = e.as<Add>()) return known_multiple(a->a, n) && known_multiple(a->b, n);
-  if (const Sub* a = e.as<Sub>()) return known_multiple(a->a, n) && known_multiple(a->b, n);
-  if (const Mul* m = e.as<Mul>()) return known_multiple(m->a, n) || known_multiple(m->b, n);
-  return false;
-}
 
 class CodeGenC {
  public:

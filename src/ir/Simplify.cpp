@@ -612,4 +612,14 @@ bool can_prove(const Expr& cond, const BoundsMap* bounds) {
   return is_const_int(r, &v) && v != 0;
 }
 
+bool known_multiple(const Expr& e, int64_t n) {
+  int64_t v;
+  if (is_const_int(e, &v)) return v % n == 0;
+  if (const Add* a = e.as<Add>()) return known_multiple(a->a, n) && known_multiple(a->b, n);
+  if (const Sub* a = e.as<Sub>()) return known_multiple(a->a, n) && known_multiple(a->b, n);
+  if (const Mul* m = e.as<Mul>()) return known_multiple(m->a, n) || known_multiple(m->b, n);
+  if (const Mod* m = e.as<Mod>()) return known_multiple(m->a, n) && known_multiple(m->b, n);
+  return false;
+}
+
 }  // namespace tessel

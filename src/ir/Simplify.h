@@ -36,6 +36,9 @@ ConstInterval const_bounds(const Expr& e, const BoundsMap& bounds);
 // True if cond holds for every value of the variables within bounds (false = unknown).
 bool can_prove(const Expr& cond, const BoundsMap* bounds = nullptr);
 
+// True if e is a multiple of n for every value of its variables (false = unknown).
+bool known_multiple(const Expr& e, int64_t n);
+
 // Structural equality (same tree, same variables).
 bool equal(const Expr& a, const Expr& b);
 

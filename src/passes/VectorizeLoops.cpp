@@ -50,6 +50,16 @@ class Widen : public IRMutator {
       if (ra && b.dtype().is_scalar()) return Ramp::make(ra->base * b, ra->stride * b, lanes_);
       if (rb && a.dtype().is_scalar()) return Ramp::make(a * rb->base, a * rb->stride, lanes_);
     }
+    // A ramp that stays within one block of c: (base + s*i) / c is base / c for every lane,
+    // and % c a ramp again, when base and c are multiples of the ramp's span s*lanes (a
+    // fused or flattened index splits back into a row and a dense run of columns). Indices
+    // are non-negative where lowering divides, so truncation agrees with floor.
+    int64_t c, stride;
+    if ((k == NodeKind::Div || k == NodeKind::Mod) && ra && is_const_int(b, &c) && is_const_int(ra->stride, &stride) &&
+        stride > 0 && c % (stride * lanes_) == 0 && known_multiple(ra->base, stride * lanes_)) {
+      if (k == NodeKind::Div) return ra->base / b;  // the same for every lane: scalar, broadcast where needed
+      return Ramp::make(ra->base % b, ra->stride, lanes_);
+    }
     return rebuild_binary(e, widen(a, lanes_), widen(b, lanes_));
   }
 
