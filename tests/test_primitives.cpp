@@ -108,6 +108,25 @@ TEST(Primitives, VectorizeNonDividingTailIsMasked) {
   for (int i = 0; i < 63; ++i) EXPECT_FLOAT_EQ(got.get(i), float(a.get(i) * 2 + 1));
 }
 
+// A block of lanes that divides into one row each: (j / 8) is one value per 4 lanes and
+// (j % 8) a dense run. Below zero, C's division rounds a block's lanes apart: kept per lane.
+TEST(Primitives, VectorizedDivisionByABlockIsOneRowPerVector) {
+  Tensor A = placeholder({4, 8}, float32, "A");
+  Tensor B = compute({32}, [&](Var j) { return A(j / 8, j % 8); }, "B");
+  Tensor C = compute({32}, [&](Var j) { return cast(float32, (j - 12) / 8) + cast(float32, (j - 12) % 8); }, "C");
+  Schedule s({B, C});
+  for (const Tensor& t : {B, C}) {
+    auto [jo, ji] = s[t].split("i", 4);
+    s[t].vectorize(ji);
+  }
+  Buffer a = ref::random(A.shape(), 5);
+  auto got = ref::run(s, {A, B, C}, {a});
+  for (int j = 0; j < 32; ++j) {
+    EXPECT_FLOAT_EQ(got[0].get(j), float(a.get(j)));
+    EXPECT_FLOAT_EQ(got[1].get(j), float((j - 12) / 8 + (j - 12) % 8)) << j;
+  }
+}
+
 TEST(Primitives, PragmaAutoUnroll) {
   Mm m(16, 32, 8);
   Schedule s({m.C});

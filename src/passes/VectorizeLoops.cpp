@@ -21,7 +21,7 @@ Expr widen(const Expr& e, int lanes) {
 
 class Widen : public IRMutator {
  public:
-  Widen(const Var& v, int lanes) : var_(v), lanes_(lanes) {}
+  Widen(const Var& v, int lanes, const BoundsMap& bounds) : var_(v), lanes_(lanes), bounds_(bounds) {}
   using IRMutator::mutate;
 
  protected:
@@ -52,11 +52,12 @@ class Widen : public IRMutator {
     }
     // A ramp that stays within one block of c: (base + s*i) / c is base / c for every lane,
     // and % c a ramp again, when base and c are multiples of the ramp's span s*lanes (a
-    // fused or flattened index splits back into a row and a dense run of columns). Indices
-    // are non-negative where lowering divides, so truncation agrees with floor.
+    // fused or flattened index splits back into a row and a dense run of columns). The base
+    // must not be negative: truncating division rounds the lanes of a negative block apart.
     int64_t c, stride;
     if ((k == NodeKind::Div || k == NodeKind::Mod) && ra && is_const_int(b, &c) && is_const_int(ra->stride, &stride) &&
-        stride > 0 && c % (stride * lanes_) == 0 && known_multiple(ra->base, stride * lanes_)) {
+        stride > 0 && c % (stride * lanes_) == 0 && known_multiple(ra->base, stride * lanes_) &&
+        const_bounds(ra->base, bounds_).min >= 0) {
       if (k == NodeKind::Div) return ra->base / b;  // the same for every lane: scalar, broadcast where needed
       return Ramp::make(ra->base % b, ra->stride, lanes_);
     }
@@ -135,17 +136,21 @@ class Widen : public IRMutator {
  private:
   Var var_;
   int lanes_;
+  const BoundsMap& bounds_;  // of the loops around the vectorized one
   Expr pred_;  // lanes active under enclosing vector conditions
 };
 
 class VectorizeLoops : public IRMutator {
  public:
   using IRMutator::mutate;
+  BoundsMap bounds_;
 
  protected:
   Stmt visit(const For* op, const Stmt& s) override {
+    int64_t lanes, ext;
+    if (is_const_int(op->extent, &ext) && is_zero(op->min)) bounds_[op->var.get()] = {0, ext - 1};
     Stmt body = mutate(op->body);
-    int64_t lanes;
+    bounds_.erase(op->var.get());
     if (op->for_kind != ForKind::Vectorized) {
       return body.same_as(op->body) ? s : For::make(op->var, op->min, op->extent, op->for_kind, body, op->thread_tag);
     }
@@ -156,7 +161,7 @@ class VectorizeLoops : public IRMutator {
     visit_exprs(body, [&](const Expr& e) { has_vectors |= e.dtype().is_vector(); });
     if (has_vectors) return serial();
     try {
-      Widen w(op->var, int(lanes));
+      Widen w(op->var, int(lanes), bounds_);
       return w.mutate(body);
     } catch (const NotVectorizable&) {
       return serial();
