@@ -32,7 +32,7 @@ struct DMatrix {
 
 }  // namespace
 
-CostModel::CostModel(uint64_t seed) : seed_(seed) {}
+CostModel::CostModel(uint64_t seed, std::string target_kind) : seed_(seed), kind_(std::move(target_kind)) {}
 CostModel::~CostModel() {
   if (booster_) XGBoosterFree(booster_);
 }
@@ -61,6 +61,7 @@ void CostModel::train(const std::vector<std::vector<float>>& rows, const std::ve
   int rounds = int(std::clamp<size_t>(rows.size() / 4, 30, 150));
   for (int i = 0; i < rounds; ++i) check(XGBoosterUpdateOneIter(b, i, d.h), "training");
   check(XGBoosterSetAttr(b, "tessel_feature_version", std::to_string(kFeatureVersion).c_str()), "attribute");
+  check(XGBoosterSetAttr(b, "tessel_target_kind", kind_.c_str()), "attribute");
   if (booster_) XGBoosterFree(booster_);
   booster_ = b;
   samples_ = int(rows.size());
@@ -109,6 +110,13 @@ void CostModel::load(const std::string& path) {
     XGBoosterFree(b);
     throw Error("cost model '" + path + "' was trained on feature version " + (ok ? std::string(v) : "?") +
                 "; this Tessel extracts version " + std::to_string(kFeatureVersion) + " (train a new one)");
+  }
+  XGBoosterGetAttr(b, "tessel_target_kind", &v, &ok);
+  std::string kind = ok && v ? v : "llvm";
+  if (kind != kind_) {
+    XGBoosterFree(b);
+    throw Error("cost model '" + path + "' was trained for " + kind + " targets; this run tunes for " + kind_ +
+                " (its features differ: train a new one for " + kind_ + ")");
   }
   if (booster_) XGBoosterFree(booster_);
   booster_ = b;

@@ -4,6 +4,7 @@
  * (best cost of its workload / its cost, so the best known program scores 1). Retrained
  * from all measurements after every round; saved with the feature version it was
  * trained on. */
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,8 @@ namespace tessel::autotune {
 
 class CostModel {
  public:
-  explicit CostModel(uint64_t seed = 1);
+  // `target_kind` ("llvm", "cuda", "opencl") is saved with the model; load refuses another.
+  explicit CostModel(uint64_t seed = 1, std::string target_kind = "llvm");
   ~CostModel();
   CostModel(const CostModel&) = delete;
   CostModel& operator=(const CostModel&) = delete;
@@ -25,12 +27,14 @@ class CostModel {
   bool trained() const { return booster_ != nullptr; }
   int samples() const { return samples_; }
   void save(const std::string& path) const;
-  void load(const std::string& path);  // throws tessel::Error on a missing file or another feature version
+  // Throws tessel::Error on a missing file, another feature version or another target kind.
+  void load(const std::string& path);
 
  private:
   void* booster_ = nullptr;
   uint64_t seed_;
   int samples_ = 0;
+  std::string kind_;
 };
 
 // How often the model orders two candidates as their measurements do (0.5: chance), over

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
+#include <set>
 #include <tuple>
 
 #include "ir/IRMutator.h"
@@ -57,7 +59,10 @@ void count(const Expr& e, OpCount& c) {
       case NodeKind::GT:
       case NodeKind::GE:
       case NodeKind::Select: c.cmp += lanes; break;
-      case NodeKind::Call: c.math += lanes; break;
+      case NodeKind::Call:
+        if (static_cast<const Call*>(n)->op == Intrinsic::ThreadIndex) c.intops += lanes;
+        else c.math += lanes;
+        break;
       case NodeKind::Load: {
         auto* l = static_cast<const Load*>(n);
         c.loads += 1;
@@ -212,6 +217,129 @@ std::vector<float> program_features(const Stmt& program) {
   out[3 * kStoreFeatures + 1] = log2p(x.parallel_loops);
   out[3 * kStoreFeatures + 2] = log2p(flops);
   return out;
+}
+
+
+namespace {
+
+// The GPU side of one kernel: its memory by scope, barriers, and how its accesses move
+// along threadIdx.x.
+class GpuExtractor : public IRVisitor {
+ public:
+  std::set<const VarNode*> shared, local;
+  double shared_bytes = 0, local_bytes = 0, barriers = 0, global_bytes = 0, flops = 0;
+  double global_n = 0, coalesced = 0, stride_sum = 0, shared_n = 0, conflict_sum = 0, lanes_sum = 0;
+  using IRVisitor::visit;
+
+ protected:
+  std::vector<double> trips_{1.0};
+  void visit_node(const For* op, const Stmt& s) override {
+    int64_t ext = 16;
+    is_const_int(op->extent, &ext);
+    trips_.push_back(trips_.back() * double(ext));
+    IRVisitor::visit_node(op, s);
+    trips_.pop_back();
+  }
+  void visit_node(const Allocate* op, const Stmt& s) override {
+    double b = double(op->size * op->dtype.bytes());
+    if (op->scope == "shared") shared.insert(op->buffer.var_node()), shared_bytes += b;
+    else local.insert(op->buffer.var_node()), local_bytes += b;
+    IRVisitor::visit_node(op, s);
+  }
+  void visit_node(const Evaluate* op, const Stmt& s) override {
+    if (const Call* c = op->value.as<Call>())
+      if (c->op == Intrinsic::Barrier) barriers += trips_.back();
+    IRVisitor::visit_node(op, s);
+  }
+  void visit_node(const Store* op, const Stmt& s) override {
+    DType t = op->value.dtype();
+    access(op->buffer.var_node(), op->index, t.lanes, t.element_of().bytes());
+    OpCount c;
+    count(op->value, c);
+    flops += (c.add + c.mul + c.div + c.math) * trips_.back();
+    for (auto& r : c.reads) access(r.buffer, r.index, r.lanes, r.bytes);
+    IRVisitor::visit_node(op, s);
+  }
+
+ private:
+  // The index with threadIdx.x fixed at `x`.
+  static Expr at_thread(const Expr& index, int64_t x) {
+    struct Fix : IRMutator {
+      int64_t x;
+      Expr visit(const Call* op, const Expr& e) override {
+        int64_t d;
+        if (op->op == Intrinsic::ThreadIndex && is_const_int(op->args[0], &d) && d == 3) return make_int(x);
+        return IRMutator::visit(op, e);
+      }
+    } fix;
+    fix.x = x;
+    return fix.mutate(index);
+  }
+  static double thread_stride(const Expr& index) {
+    Expr base = index.as<Ramp>() ? index.as<Ramp>()->base : index;
+    int64_t s;
+    if (!is_const_int(simplify(at_thread(base, 1) - at_thread(base, 0)), &s)) return 64;
+    return double(std::abs(s));
+  }
+  void access(const VarNode* buf, const Expr& index, int lanes, int bytes) {
+    double n = trips_.back();
+    if (local.count(buf)) return;
+    double stride = thread_stride(index);
+    if (shared.count(buf)) {
+      // 32 banks of 4 bytes: a warp's word addresses `stride` apart hit gcd(stride, 32) ways.
+      int64_t words = int64_t(stride) * std::max(1, bytes * lanes / 4);
+      double ways = words == 0 ? 1 : double(std::gcd<int64_t>(words, 32));
+      shared_n += n, conflict_sum += ways * n;
+      return;
+    }
+    global_n += n;
+    global_bytes += n * lanes * bytes;
+    lanes_sum += n * lanes;
+    stride_sum += n * stride / std::max(1, lanes);
+    if (stride <= lanes) coalesced += n;
+  }
+};
+
+}  // namespace
+
+std::vector<float> gpu_features(const LoweredProgram& prog, const Target& target) {
+  const DeviceKernel* main = nullptr;
+  double most = -1;
+  GpuExtractor gx;
+  for (auto& k : prog.device.kernels) {
+    GpuExtractor x;
+    x.visit(k.body);
+    double work = x.flops + x.global_bytes;
+    for (int d = 0; d < 3; ++d) work *= double(k.grid[d] * k.block[d]);
+    if (work > most) most = work, main = &k, gx = x;
+  }
+  std::vector<float> out = main ? program_features(main->body) : std::vector<float>(kProgramFeatures, 0.f);
+  std::vector<float> g(kGpuFeatures, 0.f);
+  if (main) {
+    double threads = double(main->block[0] * main->block[1] * main->block[2]);
+    double blocks = double(main->grid[0] * main->grid[1] * main->grid[2]);
+    double warps = std::ceil(threads / target.warp_size);
+    double regs = std::min<double>(target.max_registers_per_thread, gx.local_bytes / 4 + 24);
+    double resident = std::min(32.0, std::floor(target.max_threads_per_sm / std::max(1.0, warps * target.warp_size)));
+    if (gx.shared_bytes > 0) resident = std::min(resident, std::floor(target.shared_memory_per_sm / gx.shared_bytes));
+    resident = std::min(resident, std::floor(target.registers_per_sm / std::max(1.0, regs * warps * target.warp_size)));
+    g[0] = log2p(threads), g[1] = log2p(blocks), g[2] = log2p(warps), g[3] = log2p(gx.shared_bytes);
+    g[4] = log2p(gx.local_bytes), g[5] = log2p(regs), g[6] = log2p(gx.barriers), g[7] = log2p(gx.global_bytes);
+    g[8] = float(gx.global_n > 0 ? gx.coalesced / gx.global_n : 1);
+    g[9] = log2p(gx.global_n > 0 ? gx.stride_sum / gx.global_n : 0);
+    g[10] = float(gx.shared_n > 0 ? gx.conflict_sum / gx.shared_n : 1);
+    g[11] = log2p(gx.flops / std::max(1.0, gx.global_bytes));
+    g[12] = float(resident * warps * target.warp_size / target.max_threads_per_sm);
+    g[13] = log2p(blocks / std::max(1.0, resident * target.multiprocessors));
+    g[14] = log2p(double(prog.device.kernels.size()));
+    g[15] = log2p(gx.global_n > 0 ? gx.lanes_sum / gx.global_n : 1);
+  }
+  out.insert(out.end(), g.begin(), g.end());
+  return out;
+}
+
+std::vector<float> candidate_features(const LoweredProgram& prog, const Target& target) {
+  return target.is_gpu() ? gpu_features(prog, target) : program_features(prog.func.body);
 }
 
 }  // namespace tessel::autotune

@@ -17,15 +17,34 @@
  * 3 program totals (stores, parallel loops, total flops): 3*40+3 = 123 floats. */
 #include <vector>
 
-#include "ir/IR.h"
+#include "passes/Lower.h"
 
 namespace tessel::autotune {
 
-constexpr int kFeatureVersion = 1;
+constexpr int kFeatureVersion = 2;
 constexpr int kStoreFeatures = 40;
 constexpr int kProgramFeatures = 3 * kStoreFeatures + 3;
 
+/* GPU targets (version 2): the program features above of the kernel doing the most work (per
+ * thread; thread indices count as integers), then kGpuFeatures of that kernel:
+ *   0 threads per block   1 blocks   2 warps per block   3 shared bytes per block
+ *   4 local bytes per thread   5 estimated registers per thread (32-bit locals + 24)
+ *   6 barriers per thread (executions)   7 global bytes per thread
+ *   8 share of global accesses coalesced (stride 0 or 1 element along threadIdx.x)
+ *   9 mean global stride along threadIdx.x (elements)   10 mean shared-memory bank conflict
+ *  (ways, 1 = none)   11 arithmetic intensity (flops / global bytes)   12 occupancy (resident
+ *  warps / the multiprocessor's, from threads, shared bytes and estimated registers)
+ *  13 waves (blocks / resident blocks over all multiprocessors)   14 kernels   15 vector
+ *  width of global accesses. Counts through log2(1+x) except 8, 10 and 12.
+ * Registers and spills from compilation are not features: the search ranks thousands of
+ * candidates a round that are never compiled. They are checked on every compiled one. */
+constexpr int kGpuFeatures = 16;
+
 std::vector<std::vector<float>> store_features(const Stmt& program);
 std::vector<float> program_features(const Stmt& program);
+std::vector<float> gpu_features(const LoweredProgram& prog, const Target& target);
+// A lowered candidate's features for the target's cost model: program_features on a CPU,
+// gpu_features on a GPU.
+std::vector<float> candidate_features(const LoweredProgram& prog, const Target& target);
 
 }  // namespace tessel::autotune

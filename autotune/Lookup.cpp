@@ -5,53 +5,11 @@
 #include <cstdio>
 #include <map>
 
-#include "autotune/Records.h"
+#include "autotune/Finals.h"
 #include "tessel/ops.h"
 
 namespace tessel::autotune {
 
-namespace {
-// The best record per (workload, target). When the tuner finished, its finalists have
-// "re-measured" records and only they compete, each at the median over those records of
-// their fastest repeat (Record::min_cost): the search's single timings rank candidates,
-// the finals choose. A run writes a workload's finals as one uninterrupted block, so the
-// last block is the latest verdict and supersedes older ones (measured, say, before the
-// compiler or the runtime changed). A log without finals (an
-// interrupted run) counts each program at its slowest measurement, not its luckiest.
-std::map<std::pair<std::string, std::string>, Record> best_records(const std::vector<Record>& recs) {
-  struct Program {
-    const Record* slowest = nullptr;
-    std::vector<double> finals;
-  };
-  std::map<std::pair<std::string, std::string>, std::vector<const Record*>> by_key;  // in log order
-  for (const Record& r : recs) by_key[{r.workload_key, r.target_key}].push_back(&r);
-  std::map<std::pair<std::string, std::string>, Record> best;
-  for (auto& [key, rs] : by_key) {
-    size_t end = rs.size(), begin;
-    while (end > 0 && rs[end - 1]->message != kRemeasuredMessage) --end;
-    for (begin = end; begin > 0 && rs[begin - 1]->message == kRemeasuredMessage;) --begin;
-    std::map<std::string, Program> progs;
-    for (size_t i = 0; i < rs.size(); ++i) {
-      if (!rs[i]->ok()) continue;
-      Program& p = progs[steps_to_json(rs[i]->steps)];
-      if (!p.slowest || rs[i]->mean_cost() > p.slowest->mean_cost()) p.slowest = rs[i];
-      if (i >= begin && i < end) p.finals.push_back(rs[i]->min_cost());
-    }
-    bool finals = std::any_of(progs.begin(), progs.end(), [](auto& p) { return !p.second.finals.empty(); });
-    double best_cost = INFINITY;
-    for (auto& [steps, p] : progs) {
-      if (finals && p.finals.empty()) continue;
-      double c = finals ? median(p.finals) : p.slowest->mean_cost();
-      if (c >= best_cost) continue;
-      best_cost = c;
-      Record r = *p.slowest;
-      r.costs = {c};  // the cost the choice was made on
-      best[key] = r;
-    }
-  }
-  return best;
-}
-}  // namespace
 
 std::optional<BestSchedule> best_schedule(const std::string& log_path, const Workload& w, const Target& target,
                                           bool stand_in) {

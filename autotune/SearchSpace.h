@@ -27,6 +27,8 @@ struct Decision {
   bool operator==(const Decision& o) const { return kind == o.kind && range == o.range && value == o.value; }
 };
 
+class Tracer;
+
 struct Candidate {
   std::vector<Decision> decisions;
   std::vector<Step> steps;
@@ -60,6 +62,9 @@ class SearchSpace {
 
  private:
   Candidate generate(const std::vector<Decision>* replay, std::mt19937_64& rng) const;
+  // Each target's sketch rules, in a file of their own (SketchCPU.cpp, SketchGPU.cpp).
+  Candidate generate_cpu(Tracer& tr) const;
+  Candidate generate_gpu(Tracer& tr) const;
   int lanes() const { return std::max(1, target_.vector_bytes / std::max(1, w_.dtype.bytes())); }  // per vector
   Workload w_;
   Target target_;

@@ -98,24 +98,29 @@ double conv_flops(const Workload& w, const Tensor& Y, int64_t cin_per_group) {
   return 2.0 * out * double(cin_per_group) * double(get(w, "R")) * double(get(w, "S"));
 }
 
-void make_conv2d(Workload& w) {
+// NCHW ("conv2d") or NHWC ("conv2d_nhwc", weights HWIO).
+void make_conv2d_in(Workload& w, bool nhwc) {
   ops::Conv2dParams p = conv_params(w);
-  Tensor X = placeholder({get(w, "N"), get(w, "C"), get(w, "H"), get(w, "W")}, w.dtype, "X");
-  Tensor Wt = placeholder({get(w, "K"), get(w, "C") / p.groups, get(w, "R"), get(w, "S")}, w.dtype, "Wt");
-  Tensor Y = ops::conv2d_nchw(X, Wt, p, "conv");
+  Tensor X = nhwc ? placeholder({get(w, "N"), get(w, "H"), get(w, "W"), get(w, "C")}, w.dtype, "X")
+                  : placeholder({get(w, "N"), get(w, "C"), get(w, "H"), get(w, "W")}, w.dtype, "X");
+  Tensor Wt = nhwc ? placeholder({get(w, "R"), get(w, "S"), get(w, "C") / p.groups, get(w, "K")}, w.dtype, "Wt")
+                   : placeholder({get(w, "K"), get(w, "C") / p.groups, get(w, "R"), get(w, "S")}, w.dtype, "Wt");
+  Tensor Y = nhwc ? ops::conv2d_nhwc(X, Wt, p, "conv") : ops::conv2d_nchw(X, Wt, p, "conv");
   Tensor out = Y;
   std::vector<Tensor> args{X, Wt};
   if (get(w, "bias_relu")) {
     Tensor b = placeholder({get(w, "K")}, w.dtype, "bias");
-    out = ops::relu(ops::bias_add(Y, b, 1, "bias_add"), "relu");
+    out = ops::relu(ops::bias_add(Y, b, nhwc ? 3 : 1, "bias_add"), "relu");
     args.push_back(b);
   }
   args.push_back(out);
   w.args = args;
   w.outputs = {out};
   w.flops = conv_flops(w, Y, get(w, "C") / p.groups);
-  w.layout = "NCHW";
+  w.layout = nhwc ? "NHWC" : "NCHW";
 }
+void make_conv2d(Workload& w) { make_conv2d_in(w, false); }
+void make_conv2d_nhwc(Workload& w) { make_conv2d_in(w, true); }
 
 void make_conv2d_nchwc(Workload& w) {
   ops::Conv2dParams p = conv_params(w);
@@ -181,6 +186,9 @@ const std::vector<OpDef>& registry() {
       {"conv2d", "N, C, H, W, K, R, S; stride=1, pad=0, dilation=1, groups=1, bias_relu=0 (NCHW)",
        {{"stride", 1}, {"pad", 0}, {"dilation", 1}, {"groups", 1}, {"bias_relu", 0}, {"N", 1}},
        {"C", "H", "W", "K", "R", "S"}, make_conv2d},
+      {"conv2d_nhwc", "N, C, H, W, K, R, S; stride=1, pad=0, dilation=1, groups=1, bias_relu=0 (NHWC, weights HWIO)",
+       {{"stride", 1}, {"pad", 0}, {"dilation", 1}, {"groups", 1}, {"bias_relu", 0}, {"N", 1}},
+       {"C", "H", "W", "K", "R", "S"}, make_conv2d_nhwc},
       {"conv2d_nchwc", "N, C, H, W, K, R, S; stride=1, pad=0, dilation=1, cb=16, kb=16 (NCHW[cb]c)",
        {{"stride", 1}, {"pad", 0}, {"dilation", 1}, {"cb", 16}, {"kb", 16}, {"N", 1}},
        {"C", "H", "W", "K", "R", "S"}, make_conv2d_nchwc},

@@ -36,6 +36,16 @@ struct Target {
   int max_registers_per_thread = 255;
   int warp_size = 32;
   int max_vthread = 8;
+  // The device measurements were made on ("NVIDIA H100 80GB HBM3", "pthread-haswell-..."):
+  // part of the log key once known; empty for a target that names only an architecture.
+  std::string device;
+  // The architecture's throughput, for occupancy and the static model where no GPU runs.
+  int multiprocessors = 108;
+  int max_threads_per_sm = 2048;
+  int registers_per_sm = 65536;
+  int shared_memory_per_sm = 164 * 1024;
+  double peak_gflops = 19500;       // fp32 FMA throughput
+  double memory_gbytes_per_s = 1555;
 
   // Parses one of the forms above; anything else is an Error naming the valid forms.
   static Target parse(const std::string& text);
@@ -45,7 +55,8 @@ struct Target {
   bool is_gpu() const { return kind != Kind::LLVM; }
   bool avx512() const { return kind == Kind::LLVM && vector_bytes >= 64; }
   const char* kind_name() const;  // "llvm", "cuda", "opencl"
-  // The architecture key logs are keyed by: "llvm/znver4", "cuda/sm_90", "opencl/cuda-limits".
+  // The key logs are keyed by: "llvm/znver4", "cuda/sm_90" (an architecture: estimates),
+  // "cuda/sm_90/NVIDIA H100 80GB HBM3" (a device), "opencl/pthread-haswell-AMD EPYC ...".
   std::string key() const;
   // A string parse() reads back to this target.
   std::string str() const;

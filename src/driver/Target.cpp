@@ -25,6 +25,23 @@ int shared_optin_bytes(int sm) {
   return 64 * 1024;
 }
 
+// Per architecture, a typical part's figures (datasheets): multiprocessors, threads and
+// shared memory per multiprocessor, fp32 GFLOP/s and memory GB/s.
+struct ArchFigures {
+  int sm, multiprocessors, threads_per_sm, shared_per_sm_kib;
+  double gflops, gbytes_per_s;
+};
+constexpr ArchFigures kArchFigures[] = {
+    {75, 40, 1024, 64, 8100, 320},       // T4
+    {80, 108, 2048, 164, 19500, 1555},   // A100
+    {86, 82, 1536, 100, 35600, 936},     // RTX 3090
+    {87, 16, 1536, 164, 5300, 204},      // Jetson AGX Orin
+    {89, 128, 1536, 100, 82600, 1008},   // RTX 4090
+    {90, 132, 2048, 228, 67000, 3350},   // H100 SXM
+    {100, 148, 2048, 228, 80000, 8000},  // B200
+    {120, 170, 1536, 100, 104800, 1792}, // RTX 5090
+};
+
 void set_cpu_limits(Target& t) {
   bool avx512 = t.features.find("+avx512f") != std::string::npos ||
                 (t.features.empty() && (t.cpu.find("znver4") != std::string::npos ||
@@ -87,6 +104,14 @@ Target Target::parse(const std::string& text) {
                           t.arch == "sm_" + std::to_string(sm),
                       "target '", text, "': unknown architecture '", t.arch, "'; ", kForms);
     t.max_shared_memory_optin = shared_optin_bytes(sm);
+    for (const ArchFigures& f : kArchFigures)
+      if (f.sm == sm) {
+        t.multiprocessors = f.multiprocessors;
+        t.max_threads_per_sm = f.threads_per_sm;
+        t.shared_memory_per_sm = f.shared_per_sm_kib * 1024;
+        t.peak_gflops = f.gflops;
+        t.memory_gbytes_per_s = f.gbytes_per_s;
+      }
     t.max_threads_per_block = 1024;
     t.warp_size = 32;
     t.max_vthread = t.warp_size / 4;
@@ -106,7 +131,8 @@ const char* Target::kind_name() const {
 
 std::string Target::key() const {
   if (kind == Kind::LLVM) return "llvm/" + cpu;
-  return std::string(kind_name()) + "/" + arch;
+  if (kind == Kind::OpenCL) return "opencl/" + (device.empty() ? arch : device);
+  return "cuda/" + arch + (device.empty() ? "" : "/" + device);
 }
 
 std::string Target::str() const {

@@ -1,0 +1,346 @@
+// The CPU sketch rules: multi-level tiling (S S R S R S) with a cache-write block, a
+// micro-kernel or a fused consumer; packed inputs; compute locations; parallel outer loops,
+// vector inner ones, auto-unroll. Every random choice is a Decision (see Tracer.h).
+#include <algorithm>
+
+#include "autotune/Tracer.h"
+
+namespace tessel::autotune {
+namespace {
+
+// Does stage `reader` run inside loop `axis` of stage `parent`?
+bool runs_inside(const ScheduleState& st, const std::string& reader, const std::string& parent,
+                 const std::string& axis) {
+  const StageState& p = st.stage(parent);
+  int pos = p.leaf_position(p.find_axis(axis));
+  if (reader == parent) return true;
+  for (const StageState* cur = &st.stage(reader); cur->attach == StageState::At;) {
+    const StageState& up = st.stage(cur->attach_stage);
+    if (up.name == parent) return up.leaf_position(up.find_axis(cur->attach_axis)) >= pos;
+    cur = &up;
+  }
+  return false;
+}
+
+// Inputs of a tiled stage worth packing: read with the stage's innermost (vector) axis as
+// their last index, long in that dimension, and reused (not indexed by every spatial axis).
+// Returns (input, the dimension to cut into blocks).
+std::vector<std::pair<Operation, int>> packable_inputs(const OperationNode* op, int lanes) {
+  std::vector<std::pair<Operation, int>> out;
+  const Expr& vec = op->axis.back().var();
+  for (auto& input : op->inputs()) {
+    int nd = int(input->shape.size());
+    if (input->is_compute() || nd < 2 || input->shape.back() <= 2 * lanes) continue;
+    bool along_vec = true, reused = false;
+    visit_exprs(op->body, [&](const Expr& e) {
+      if (const TensorLoad* l = e.as<TensorLoad>())
+        if (l->op.get() == input.get()) along_vec &= l->indices.back().same_as(vec);
+    });
+    auto used = index_vars(op->body, input.get());
+    for (auto& iv : op->axis) reused |= iv.extent() > 1 && !used.count(iv.var().get());
+    if (along_vec && reused) out.emplace_back(input, nd - 1);
+  }
+  return out;
+}
+
+// Order of the register block's loops (the innermost tile level, unrolled into straight
+// code): the vector axis stays last, and just before it come the axes that index the input
+// with the fewest distinct values in the block. Those values then stay in registers while
+// the outer block loops visit each value of the other input once. In the other order
+// LLVM keeps the larger set live (e.g. every broadcast input pixel across the weight
+// vectors of a convolution) and spills: half the speed on a 3x3 conv2d.
+std::vector<size_t> register_block_order(const OperationNode* op, const std::vector<std::vector<int64_t>>& factors,
+                                         int lanes) {
+  size_t n = op->axis.size();
+  std::set<const ExprNode*> live;
+  int64_t fewest = 0;
+  for (auto& input : op->inputs()) {
+    auto used = index_vars(op->body, input.get());
+    int64_t values = 1;
+    for (size_t d = 0; d < n; ++d)
+      if (used.count(op->axis[d].var().get())) values *= d + 1 == n ? (factors[d][2] + lanes - 1) / lanes : factors[d][2];
+    if (fewest == 0 || values < fewest) fewest = values, live = used;
+  }
+  std::vector<size_t> order, inner;
+  for (size_t d = 0; d + 1 < n; ++d) (live.count(op->axis[d].var().get()) ? inner : order).push_back(d);
+  order.insert(order.end(), inner.begin(), inner.end());
+  order.push_back(n - 1);
+  return order;
+}
+
+// Unrolls a tiled stage's register block (its S3 loops: `block`, then the `vector` loop),
+// and the innermost reduction loop around it (R1's last, `reduce`) when the copies
+// stay within 512 vector statements. The auto-unroll pragma rarely gets there: 64 covers
+// the block but not the reduction step around it, and 512 also unrolls the S2 loops of a
+// larger cache-write block (the model soon learns 512 is bad on average: 110 of 4,524
+// conv records used it). Only for micro-kernel blocks: unrolling the reduction step of
+// the other cache-write forms made 10 of 12 top conv candidates slower, some by half.
+void unroll_micro_kernel(Schedule& s, const std::string& stage, const std::vector<std::string>& block,
+                         const std::string& vector, const std::string& reduce, int lanes) {
+  int64_t copies = 1;
+  for (auto& a : block) copies *= axis_extent(s, stage, a);
+  if (copies > 64) return;  // far beyond the registers: leave it to the pragma
+  for (auto& a : block)
+    if (axis_extent(s, stage, a) > 1) s[stage].unroll(a);
+  int64_t vectors = (axis_extent(s, stage, vector) + lanes - 1) / lanes;
+  int64_t r = reduce.empty() ? 1 : axis_extent(s, stage, reduce);
+  if (r > 1 && r * copies * vectors <= 512) s[stage].unroll(reduce);
+}
+
+}  // namespace
+
+Candidate SearchSpace::generate_cpu(Tracer& tr) const {
+  Schedule s(w_.outputs);
+  int lanes = this->lanes();
+  auto leaves = [&](const std::string& st) { return s[st].leaf_axes(); };
+  auto spatial_leaves = [&](const std::string& st) {
+    std::vector<std::string> out;
+    const StageState& ss = s.state().stage(st);
+    for (int a : ss.leaf)
+      if (ss.axes[a].kind == IterKind::Spatial) out.push_back(ss.axes[a].name);
+    return out;
+  };
+  auto unroll_pragma = [&](const std::string& st) {
+    int64_t v = kUnrollSteps[tr.choice(int64_t(kUnrollSteps.size()))];
+    if (v > 0) s[st].pragma(leaves(st)[0], "auto_unroll_max_step", v);
+  };
+  // Fuse the first `n` of `axes` (outer loops) and run them in parallel.
+  auto parallel_outer = [&](const std::string& st, const std::vector<std::string>& axes) -> std::string {
+    if (axes.empty()) return "";
+    // At least as many outer loops as give every core an iteration (Ansor's InitParallel
+    // fuses until the extent is large enough): with batch 1 the outermost loop has extent 1,
+    // and one draw in five was a serial kernel or a serial padding copy. Draws below that
+    // count mean that count, so decisions of earlier logs still replay.
+    size_t enough = 1;
+    for (int64_t e = axis_extent(s, st, axes[0]); e < target_.num_cores && enough < axes.size(); ++enough)
+      e *= axis_extent(s, st, axes[enough]);
+    int64_t n = std::max<int64_t>(int64_t(enough), 1 + tr.choice(int64_t(axes.size())));
+    std::vector<Axis> f(axes.begin(), axes.begin() + n);
+    Axis fused = s[st].fuse(f);
+    s[st].parallel(fused);
+    return fused.name;
+  };
+  // A root stage without reuse: outer spatial loops parallel, inner one in vector lanes.
+  auto simple_root = [&](const std::string& st, bool allow_parallel) {
+    const StageState& ss = s.state().stage(st);
+    const OperationNode* op = ss.op.get();
+    std::vector<std::string> sp;
+    for (auto& iv : op->axis) sp.push_back(iv.name());
+    std::vector<std::string> red;
+    for (auto& iv : op->reduce_axis) red.push_back(iv.name());
+    std::string last = sp.back();
+    int64_t ext = axis_extent(s, st, last);
+    int64_t vec = std::min<int64_t>(ext, std::vector<int64_t>{1, lanes / 2, lanes, 2 * lanes}[tr.choice(4)]);
+    std::vector<std::string> outer(sp.begin(), sp.end() - 1);
+    std::string inner;
+    if (vec > 1) {
+      auto [o, i] = s[st].split(last, vec);
+      outer.push_back(o.name);
+      inner = i.name;
+    } else {
+      outer.push_back(last);
+    }
+    std::vector<Axis> order(outer.begin(), outer.end());
+    for (auto& r : red) order.push_back(r);
+    if (!inner.empty()) order.push_back(inner);
+    s[st].reorder(order);
+    if (allow_parallel) parallel_outer(st, outer);
+    if (!inner.empty()) s[st].vectorize(inner);
+  };
+  // The multi-level tiled stage `m`, optionally computed inside `outer` (a cache-write
+  // copy or a fused consumer with the same iteration space). A `micro` kernel is the
+  // cache-write form of hand-written micro-kernels: the block is just S3 (S2 = 1),
+  // computed inside the consumer's level-2 loop so the whole reduction runs on accumulators
+  // held in registers, and the block with the innermost reduction loop around it is
+  // unrolled (see unroll_micro_kernel). ResNet-50 conv 256@14 3x3 on AVX2, 96 trials from
+  // scratch, best kernels timed side by side: 71.9 GFLOP/s with this form, 61.0 without
+  // (62.6 for the best of 1,384 earlier trials); conv 1x1 1024->256: 67.0 against 64.7.
+  auto tile = [&](const std::string& m, const std::string& outer, bool micro) {
+    Operation keep = s.state().stage(m).op;  // pack replaces the stage's op; keep this one alive
+    const OperationNode* op = keep.get();
+    std::vector<std::vector<int64_t>> sf, rf;
+    std::vector<std::vector<std::string>> sl, rl;
+    // The innermost level (S3) of all spatial axes is the block of accumulators that the
+    // reduction loops R1 wrap: fresh draws mostly keep it within the vector registers less
+    // four for the operands (12 with AVX2, 28 with AVX-512: more spills) and at 4 or more
+    // (independent FMAs to hide their latency). A cache-write block (levels S1-S3, or
+    // S2-S3) is likewise kept within 128 KiB: on both CPUs tuned so far, no top kernel
+    // used a larger one, yet half of the unconstrained draws did, and their accumulators
+    // then went through L2 or memory. Mutations may leave both bounds.
+    int64_t max_regs = std::max(4, target_.vector_registers - 4);
+    constexpr int64_t kMaxLocalBlockBytes = 128 << 10;
+    size_t mark = tr.out.size();
+    bool prior = !tr.replaying() && tr.unit() >= 0.1;  // one fresh draw in ten goes unbounded
+    for (int attempt = 0;; ++attempt) {
+      sf.clear();
+      for (size_t d = 0; d < op->axis.size(); ++d) {
+        bool last = d + 1 == op->axis.size();
+        int64_t extent = op->axis[d].extent();
+        // Rows of two vectors are preferred where they fit: each broadcast input value then
+        // feeds twice the FMAs (the hand-written AVX2 kernels' 16-lane rows). On znver3, 8
+        // of the 9 best ResNet-50 conv2d kernels had them; the ninth (512@7 3x3: 7 columns
+        // of one vector) ran 10% faster as 4 columns of two (172 against 157 GFLOP/s).
+        int64_t prefer = extent % (2 * lanes) == 0 ? 2 * lanes : lanes;
+        sf.push_back(tr.tile(extent, 3, last ? 2 * lanes : 16, last ? prefer : 0));
+        if (micro) sf.back()[1] = 1;
+      }
+      int64_t regs = (sf.back()[2] + lanes - 1) / lanes;
+      for (size_t d = 0; d + 1 < sf.size(); ++d) regs *= sf[d][2];
+      int64_t block = w_.dtype.bytes();
+      for (auto& f : sf) block *= f[0] * f[1] * f[2];
+      bool fits = outer.empty() || block <= kMaxLocalBlockBytes;
+      if (!prior || attempt == 200 || (regs >= 4 && regs <= max_regs && fits)) break;
+      tr.rewind(mark);
+    }
+    for (auto& iv : op->reduce_axis) rf.push_back(tr.tile(iv.extent(), 1, 64));
+    // Inputs read along the vector axis with a long row stride: copy them into blocks of
+    // the innermost one or two tile levels, so the inner loops stream through memory.
+    for (auto& [input, dim] : packable_inputs(op, lanes)) {
+      int64_t pick = tr.choice(3);  // 0: read in place; 1: block = S3; 2: block = S2*S3
+      if (pick == 0) continue;
+      int64_t block = std::min(input->shape[dim], pick == 1 ? sf.back()[2] : sf.back()[1] * sf.back()[2]);
+      if (block < lanes) continue;  // a block narrower than a vector gains nothing
+      std::string packed = s.pack(Tensor(input), {s.tensor(m)}, dim, block).name();
+      simple_root(packed, true);
+    }
+    for (size_t d = 0; d < op->axis.size(); ++d) sl.push_back(multi_split(s, m, op->axis[d].name(), sf[d]));
+    for (size_t r = 0; r < op->reduce_axis.size(); ++r) rl.push_back(multi_split(s, m, op->reduce_axis[r].name(), rf[r]));
+    // S0 S1 R0 S2 R1 S3 (S3 in register-block order)
+    std::vector<Axis> order;
+    for (int l : {0, 1}) for (auto& x : sl) order.push_back(x[l]);
+    for (auto& r : rl) order.push_back(r[0]);
+    for (auto& x : sl) order.push_back(x[2]);
+    for (auto& r : rl) order.push_back(r[1]);
+    for (size_t d : register_block_order(op, sf, lanes)) order.push_back(sl[d][3]);
+    s[m].reorder(order);
+    if (!outer.empty()) {
+      // The consumer follows the two outer tile levels; m is computed at level 1 or 2.
+      std::vector<std::string> o0, o1, o2;
+      const OperationNode* oop = s.state().stage(outer).op.get();
+      for (size_t d = 0; d < oop->axis.size(); ++d) {
+        auto names = multi_split(s, outer, oop->axis[d].name(), {sf[d][0], sf[d][1] * sf[d][2]});
+        o0.push_back(names[0]), o1.push_back(names[1]), o2.push_back(names[2]);
+      }
+      std::vector<Axis> oorder;
+      for (auto* lv : {&o0, &o1, &o2}) for (auto& x : *lv) oorder.push_back(x);
+      s[outer].reorder(oorder);
+      int64_t level = 1 + tr.choice(2);
+      if (micro) level = 2;  // still drawn above, so a mutation to another form keeps its place
+      std::string par = parallel_outer(outer, o0);
+      std::string at = level == 1 ? o0.back() : o1.back();
+      if (s.state().stage(outer).find_axis(at) >= 0 &&
+          s.state().stage(outer).leaf_position(s.state().stage(outer).find_axis(at)) < 0)
+        at = par;  // the attach loop was fused into the parallel loop
+      if (axis_extent(s, outer, o2.back()) <= 64 && axis_extent(s, outer, o2.back()) > 1) s[outer].vectorize(o2.back());
+      s[m].compute_at(s[outer], at);
+    } else {
+      std::vector<std::string> s0;
+      for (auto& x : sl) s0.push_back(x[0]);
+      parallel_outer(m, s0);
+    }
+    std::string vec = sl.back()[3];
+    if (axis_extent(s, m, vec) > 1) s[m].vectorize(vec);
+    unroll_pragma(m);
+    if (micro) {
+      std::vector<std::string> block;
+      for (size_t d = 0; d + 1 < sl.size(); ++d) block.push_back(sl[d][3]);
+      unroll_micro_kernel(s, m, block, vec, rl.empty() ? "" : rl.back()[1], lanes);
+    }
+  };
+
+  // Cheap element-wise producers disappear into their consumers.
+  for (auto& in : info_)
+    if (in.inline_always) s[in.name].compute_inline();
+
+  for (auto it = info_.rbegin(); it != info_.rend(); ++it) {
+    const StageInfo& in = *it;
+    if (in.placeholder || in.inline_always || in.fused_into_producer) continue;
+    if (s.state().find_stage(in.name) < 0) continue;
+    if (in.multi_level_tiling) {
+      if (!in.fused_consumer.empty()) {
+        tile(in.name, in.fused_consumer, false);
+      } else if (in.output) {
+        // 0: accumulate in a cache-write block, 1: in place, 2: a micro-kernel's block
+        int64_t variant = tr.choice(3);
+        if (variant == 1) {
+          tile(in.name, "", false);
+        } else {
+          std::string local = s.cache_write(s.tensor(in.name), "local").name();
+          tile(local, in.name, variant == 2);
+        }
+      } else {
+        tile(in.name, "", false);
+      }
+      continue;
+    }
+    if (in.output) {
+      if (in.needs_rfactor && tr.choice(2) == 1) {
+        const OperationNode* op = s.state().stage(in.name).op.get();
+        std::string k = op->reduce_axis[0].name();
+        int64_t f = tr.tile(op->reduce_axis[0].extent(), 1, 64)[0];
+        auto [ko, ki] = s[in.name].split(k, std::max<int64_t>(f, 2));
+        Tensor rf = s.rfactor(s.tensor(in.name), ki);
+        s[rf.name()].compute_at(s[in.name], spatial_leaves(in.name).back());
+        s[rf.name()].reorder({Axis(k + ".outer"), rf.axis(0)});
+        s[rf.name()].vectorize(rf.axis(0));
+        continue;
+      }
+      simple_root(in.name, true);
+      continue;
+    }
+    // Intermediate stage: inline (if element-wise), at the root, or inside a consumer at
+    // a loop that encloses every stage reading it.
+    std::vector<std::string> readers = s.state().effective_readers(in.name);
+    std::vector<std::pair<std::string, std::string>> places;
+    for (auto& r : readers)
+      for (auto& a : leaves(r)) {
+        bool all_inside = true;
+        for (auto& other : readers) all_inside &= runs_inside(s.state(), other, r, a);
+        if (all_inside) places.emplace_back(r, a);
+      }
+    // An element-wise producer that is not inlined (a padding copy, say) is drawn at the
+    // root one time in four: computed once, in parallel and in vector lanes, rather than
+    // again for every tile that reads it. The tuned ResNet-50 3x3 conv2d kernels all padded
+    // per tile, at 1,200-2,400 trials each; the same kernels padding at the root ran up to
+    // 4% faster (128@28, 256@14), and a plain hand-tiled kernel that pads at the root beat
+    // them by 3-7% on three of the four layers.
+    //
+    // A mutation of the location also inlines one time in four. Samples seldom do (one
+    // option among dozens of loops), yet on ResNet-50 conv 128@28 on znver4 the 22 fastest
+    // of 866 measured programs inline the padding, and a cold guided search, which only
+    // reaches them by mutation, stalled ~3% below the random search that drew one. The
+    // cost model weeds out such mutants where inlining loses (most layers), unmeasured.
+    int64_t options = int64_t(places.size()) + 1 + (in.reduce ? 0 : 1);
+    std::vector<int64_t> preferred;  // the root; for a mutation, inlined too
+    if (!in.reduce) {
+      preferred.push_back(int64_t(places.size()));
+      if (tr.redrawing()) preferred.push_back(options - 1);
+    }
+    int64_t pick = tr.choice(options, preferred, 0.25);
+    if (!in.reduce && pick == options - 1) {
+      s[in.name].compute_inline();
+    } else if (pick == int64_t(places.size())) {
+      simple_root(in.name, true);
+    } else {
+      s[in.name].compute_at(s[places[pick].first], places[pick].second);
+      std::vector<std::string> sp = spatial_leaves(in.name);
+      std::string last = sp.empty() ? "" : sp.back();
+      if (!last.empty() && !in.reduce) {
+        int64_t ext = axis_extent(s, in.name, last);
+        if (ext > lanes) {
+          auto [o, i] = s[in.name].split(last, lanes);
+          s[in.name].vectorize(i);
+        } else if (ext > 1) {
+          s[in.name].vectorize(last);
+        }
+      }
+    }
+  }
+  Candidate c;
+  c.decisions = std::move(tr.out);
+  c.steps = s.steps();
+  c.key = steps_to_json(c.steps);
+  return c;
+}
+
+}  // namespace tessel::autotune
