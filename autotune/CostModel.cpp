@@ -18,14 +18,16 @@ void check(int rc, const char* what) {
 
 struct DMatrix {
   DMatrixHandle h = nullptr;
+  // Rows of one width: kProgramFeatures on a CPU, more on a GPU (Features.h).
   DMatrix(const std::vector<std::vector<float>>& rows) {
+    size_t width = rows.empty() ? size_t(kProgramFeatures) : rows[0].size();
     std::vector<float> flat;
-    flat.reserve(rows.size() * kProgramFeatures);
+    flat.reserve(rows.size() * width);
     for (auto& r : rows) {
-      TESSEL_INTERNAL_CHECK(r.size() == size_t(kProgramFeatures), "feature row of size ", r.size());
+      TESSEL_INTERNAL_CHECK(r.size() == width, "feature rows of sizes ", r.size(), " and ", width);
       flat.insert(flat.end(), r.begin(), r.end());
     }
-    check(XGDMatrixCreateFromMat(flat.data(), rows.size(), kProgramFeatures, NAN, &h), "DMatrix");
+    check(XGDMatrixCreateFromMat(flat.data(), rows.size(), width, NAN, &h), "DMatrix");
   }
   ~DMatrix() { XGDMatrixFree(h); }
 };
