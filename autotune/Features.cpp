@@ -302,6 +302,30 @@ class GpuExtractor : public IRVisitor {
 
 }  // namespace
 
+namespace {
+
+// Resident blocks per multiprocessor, limited by threads, shared memory and (estimated)
+// registers; and the occupancy that gives.
+struct Occupancy {
+  double resident = 0, occupancy = 0, registers = 0;
+};
+Occupancy occupancy_of(const GpuExtractor& x, double threads, const Target& target) {
+  Occupancy o;
+  double warps = std::ceil(threads / target.warp_size);
+  o.registers = std::min<double>(target.max_registers_per_thread, x.local_bytes / 4 + 24);
+  double r = std::min(32.0, std::floor(target.max_threads_per_sm / std::max(1.0, warps * target.warp_size)));
+  if (x.shared_bytes > 0) r = std::min(r, std::floor(target.shared_memory_per_sm / x.shared_bytes));
+  r = std::min(r, std::floor(target.registers_per_sm / std::max(1.0, o.registers * warps * target.warp_size)));
+  o.resident = std::max(r, 0.0);
+  o.occupancy = o.resident * warps * target.warp_size / target.max_threads_per_sm;
+  return o;
+}
+
+double threads_of(const DeviceKernel& k) { return double(k.block[0] * k.block[1] * k.block[2]); }
+double blocks_of(const DeviceKernel& k) { return double(k.grid[0] * k.grid[1] * k.grid[2]); }
+
+}  // namespace
+
 std::vector<float> gpu_features(const LoweredProgram& prog, const Target& target) {
   const DeviceKernel* main = nullptr;
   double most = -1;
@@ -309,33 +333,59 @@ std::vector<float> gpu_features(const LoweredProgram& prog, const Target& target
   for (auto& k : prog.device.kernels) {
     GpuExtractor x;
     x.visit(k.body);
-    double work = x.flops + x.global_bytes;
-    for (int d = 0; d < 3; ++d) work *= double(k.grid[d] * k.block[d]);
+    double work = (x.flops + x.global_bytes) * threads_of(k) * blocks_of(k);
     if (work > most) most = work, main = &k, gx = x;
   }
   std::vector<float> out = main ? program_features(main->body) : std::vector<float>(kProgramFeatures, 0.f);
   std::vector<float> g(kGpuFeatures, 0.f);
   if (main) {
-    double threads = double(main->block[0] * main->block[1] * main->block[2]);
-    double blocks = double(main->grid[0] * main->grid[1] * main->grid[2]);
+    double threads = threads_of(*main), blocks = blocks_of(*main);
     double warps = std::ceil(threads / target.warp_size);
-    double regs = std::min<double>(target.max_registers_per_thread, gx.local_bytes / 4 + 24);
-    double resident = std::min(32.0, std::floor(target.max_threads_per_sm / std::max(1.0, warps * target.warp_size)));
-    if (gx.shared_bytes > 0) resident = std::min(resident, std::floor(target.shared_memory_per_sm / gx.shared_bytes));
-    resident = std::min(resident, std::floor(target.registers_per_sm / std::max(1.0, regs * warps * target.warp_size)));
+    Occupancy occ = occupancy_of(gx, threads, target);
     g[0] = log2p(threads), g[1] = log2p(blocks), g[2] = log2p(warps), g[3] = log2p(gx.shared_bytes);
-    g[4] = log2p(gx.local_bytes), g[5] = log2p(regs), g[6] = log2p(gx.barriers), g[7] = log2p(gx.global_bytes);
+    g[4] = log2p(gx.local_bytes), g[5] = log2p(occ.registers), g[6] = log2p(gx.barriers);
+    g[7] = log2p(gx.global_bytes);
     g[8] = float(gx.global_n > 0 ? gx.coalesced / gx.global_n : 1);
     g[9] = log2p(gx.global_n > 0 ? gx.stride_sum / gx.global_n : 0);
     g[10] = float(gx.shared_n > 0 ? gx.conflict_sum / gx.shared_n : 1);
     g[11] = log2p(gx.flops / std::max(1.0, gx.global_bytes));
-    g[12] = float(resident * warps * target.warp_size / target.max_threads_per_sm);
-    g[13] = log2p(blocks / std::max(1.0, resident * target.multiprocessors));
+    g[12] = float(occ.occupancy);
+    g[13] = log2p(blocks / std::max(1.0, occ.resident * target.multiprocessors));
     g[14] = log2p(double(prog.device.kernels.size()));
     g[15] = log2p(gx.global_n > 0 ? gx.lanes_sum / gx.global_n : 1);
   }
   out.insert(out.end(), g.begin(), g.end());
   return out;
+}
+
+GpuProfile gpu_profile(const LoweredProgram& prog, const Target& target) {
+  GpuProfile p;
+  double most = -1, conflicts = 0, coalesced = 0, global_n = 0;
+  for (auto& k : prog.device.kernels) {
+    GpuExtractor x;
+    x.visit(k.body);
+    double n = threads_of(k) * blocks_of(k);
+    p.flops += x.flops * n;
+    p.global_bytes += x.global_bytes * n;
+    p.shared_accesses += x.shared_n * n;
+    conflicts += x.conflict_sum * n;
+    p.barriers += x.barriers * blocks_of(k);
+    coalesced += x.coalesced * n, global_n += x.global_n * n;
+    ++p.kernels;
+    double work = (x.flops + x.global_bytes) * n;
+    if (work > most) {  // occupancy and waves of the kernel doing the most work
+      most = work;
+      Occupancy occ = occupancy_of(x, threads_of(k), target);
+      double per_wave = std::max(1.0, occ.resident * target.multiprocessors);
+      p.occupancy = occ.occupancy;
+      p.wave_efficiency = blocks_of(k) / (std::ceil(blocks_of(k) / per_wave) * per_wave);
+      p.blocks = int64_t(blocks_of(k));
+      p.threads_per_block = int64_t(threads_of(k));
+    }
+  }
+  p.conflict_ways = p.shared_accesses > 0 ? conflicts / p.shared_accesses : 1;
+  p.coalesced = global_n > 0 ? coalesced / global_n : 1;
+  return p;
 }
 
 std::vector<float> candidate_features(const LoweredProgram& prog, const Target& target) {

@@ -43,6 +43,15 @@ constexpr int kGpuFeatures = 16;
 std::vector<std::vector<float>> store_features(const Stmt& program);
 std::vector<float> program_features(const Stmt& program);
 std::vector<float> gpu_features(const LoweredProgram& prog, const Target& target);
+
+// The dynamic work of a GPU program, over all its kernels: what gpu_features sees, as
+// totals, for the static model.
+struct GpuProfile {
+  double flops = 0, global_bytes = 0, shared_accesses = 0, conflict_ways = 1, barriers = 0;
+  double occupancy = 0, wave_efficiency = 1, coalesced = 1;
+  int64_t kernels = 0, blocks = 0, threads_per_block = 0;
+};
+GpuProfile gpu_profile(const LoweredProgram& prog, const Target& target);
 // A lowered candidate's features for the target's cost model: program_features on a CPU,
 // gpu_features on a GPU.
 std::vector<float> candidate_features(const LoweredProgram& prog, const Target& target);

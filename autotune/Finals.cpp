@@ -18,8 +18,9 @@ std::map<std::pair<std::string, std::string>, Record> best_records(const std::ve
     while (end > 0 && rs[end - 1]->message != kRemeasuredMessage) --end;
     for (begin = end; begin > 0 && rs[begin - 1]->message == kRemeasuredMessage;) --begin;
     std::map<std::string, Program> progs;
+    bool any_measured = std::any_of(rs.begin(), rs.end(), [](const Record* r) { return r->ok() && !r->estimate; });
     for (size_t i = 0; i < rs.size(); ++i) {
-      if (!rs[i]->ok()) continue;
+      if (!rs[i]->ok() || (any_measured && rs[i]->estimate)) continue;
       Program& p = progs[steps_to_json(rs[i]->steps)];
       if (!p.slowest || rs[i]->mean_cost() > p.slowest->mean_cost()) p.slowest = rs[i];
       if (i >= begin && i < end) p.finals.push_back(rs[i]->min_cost());

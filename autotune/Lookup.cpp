@@ -4,12 +4,19 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <tuple>
 
 #include "autotune/Finals.h"
 #include "tessel/ops.h"
 
 namespace tessel::autotune {
 
+
+namespace {
+bool measured(const std::vector<Record>& recs) {
+  return std::any_of(recs.begin(), recs.end(), [](const Record& r) { return r.ok() && !r.estimate; });
+}
+}  // namespace
 
 std::optional<BestSchedule> best_schedule(const std::string& log_path, const Workload& w, const Target& target,
                                           bool stand_in) {
@@ -20,24 +27,32 @@ std::optional<BestSchedule> best_schedule(const std::string& log_path, const Wor
     if (r.target_key == target.key()) own.push_back(std::move(r));
     else if (stand_in && stands_in(r, target)) others[r.target_key].push_back(std::move(r));
   }
-  // Without records of this CPU: those of the CPU that stands in best (most records on a tie).
-  if (own.empty()) {
-    std::pair<double, size_t> best_score{-1, 0};
+  // Without measurements of this target: those of the one that stands in best (most records
+  // on a tie), measured ones before estimates.
+  if (!measured(own)) {
+    std::tuple<bool, double, size_t> best_score{false, -1, 0};
+    std::vector<Record>* pick = nullptr;
     for (auto& [key, recs] : others) {
-      std::pair<double, size_t> score{stand_in_score(recs[0], target), recs.size()};
-      if (score > best_score) best_score = score, own = std::move(recs);
+      std::tuple<bool, double, size_t> score{measured(recs), stand_in_score(recs[0], target), recs.size()};
+      if (score > best_score) best_score = score, pick = &recs;
     }
+    if (pick && (std::get<0>(best_score) || own.empty())) own = std::move(*pick);
   }
   auto best = best_records(own);
   if (best.empty()) return std::nullopt;
   const Record& r = best.begin()->second;
-  return BestSchedule{r.steps, r.mean_cost(), r.target_str, r.target_key};
+  return BestSchedule{r.steps, r.mean_cost(), r.target_str, r.target_key, r.estimate};
 }
 
 Module build_best(const std::string& log_path, const Workload& w, const Target& target, bool* found) {
   std::optional<BestSchedule> best = best_schedule(log_path, w, target, /*stand_in=*/true);
   if (found) *found = best.has_value();
-  if (best && best->target_key != target.key())
+  if (best && best->estimate)
+    std::fprintf(stderr,
+                 "tessel: WARNING: the record for workload %s in log '%s' is ESTIMATED (%s was tuned without a GPU: "
+                 "nothing was measured); `tune --target %s --resume` on a machine with the GPU measures it\n",
+                 w.key().c_str(), log_path.c_str(), best->target_key.c_str(), target.str().c_str());
+  else if (best && best->target_key != target.key() && best->target_key.rfind(target.key() + "/", 0) != 0)
     std::fprintf(stderr,
                  "tessel: WARNING: no tuning record for workload %s on target %s in log '%s'; building the schedule "
                  "tuned on %s instead (a CPU of the same vector width: expect it to be slower here than one tuned "

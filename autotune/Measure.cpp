@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "runtime/Job.h"
 #include "tessel/ops.h"
 
 namespace tessel::autotune {
@@ -245,7 +246,8 @@ std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args
   return costs;
 }
 
-Measurer::Measurer(const Workload& w, const TuneOptions& opts) : w_(w), opts_(opts) {
+Measurer::Measurer(const Workload& w, const TuneOptions& opts, RunnerPool* runners, RunnerPool* checker)
+    : w_(w), opts_(opts), runners_(runners), checker_(checker) {
   if (opts_.threads > 0) set_num_threads(opts_.threads);
   size_t n_in = w.args.size() - w.outputs.size();
   for (size_t i = 0; i < n_in; ++i) {
@@ -260,10 +262,21 @@ Measurer::Measurer(const Workload& w, const TuneOptions& opts) : w_(w), opts_(op
     args.push_back(reference_.back());
   }
   ref(args);
+  if (opts_.target.is_gpu()) {
+    std::vector<RunnerArg> ra;
+    for (auto& b : inputs_) ra.push_back({std::string(static_cast<const char*>(b.raw()), size_t(b.bytes())), false, b.bytes()});
+    for (auto& b : reference_) {
+      bool checked = b.dtype() == float32;  // the runner compares float32 outputs
+      ra.push_back({checked ? std::string(static_cast<const char*>(b.raw()), size_t(b.bytes())) : "", true, b.bytes()});
+    }
+    workload_id_ = int64_t(std::hash<std::string>()(w.key()) & 0x7fffffffffffll);
+    workload_message_ = workload_message(workload_id_, ra);
+  }
 }
 
 std::vector<MeasureResult> Measurer::measure(const std::vector<std::vector<Step>>& cands,
                                              const std::vector<int>& indices, double best_known) {
+  if (opts_.target.is_gpu()) return measure_gpu(cands, indices, best_known);
   std::vector<Worker> workers(cands.size());
   int parallel = opts_.build_workers > 0 ? opts_.build_workers : int(std::max(1u, std::thread::hardware_concurrency()));
   // Phase 1: build in parallel (each worker stops after building, waiting for "go").

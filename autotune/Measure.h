@@ -21,13 +21,22 @@ struct MeasureResult {
   std::string message;
   std::vector<double> costs;
   double build_seconds = 0;
+  bool estimate = false;  // costs from the static model (no GPU ran it)
 };
+
+class RunnerPool;
+struct BuiltCandidate;
 
 class Measurer {
  public:
   // Builds the default schedule and computes the reference outputs (in this process). The
   // default is timed like any candidate, in a worker: see the tuner.
-  Measurer(const Workload& w, const TuneOptions& opts);
+  // GPU targets: candidates run on `runners` when they have a device; otherwise their
+  // seconds are estimated (StaticModel.h) and a sample of them is checked as OpenCL by
+  // `checker` (the local OpenCL runner; null: none).
+  Measurer(const Workload& w, const TuneOptions& opts, RunnerPool* runners = nullptr, RunnerPool* checker = nullptr);
+  // Whether GPU candidates get estimates instead of measurements.
+  bool estimates() const;
   // `indices` number the candidates within the run (for the planted-fault test hooks).
   // A candidate whose first run is over 3x slower than `best_known` seconds is timed by
   // that run alone: a precise time of a hopeless program is not worth seconds of budget.
@@ -35,9 +44,19 @@ class Measurer {
                                      const std::vector<int>& indices, double best_known = 0);
 
  private:
+  std::vector<MeasureResult> measure_gpu(const std::vector<std::vector<Step>>& candidates,
+                                         const std::vector<int>& indices, double best_known);
+  void export_jobs(const std::vector<BuiltCandidate>& built);
   const Workload& w_;
   TuneOptions opts_;
   std::vector<Buffer> inputs_, reference_;
+  RunnerPool* runners_ = nullptr;
+  RunnerPool* checker_ = nullptr;
+  int64_t workload_id_ = 0;
+  std::string workload_message_;  // the inputs and expected outputs, for the runners
+  int built_ = 0;                 // GPU candidates built so far (every fourth estimate is checked)
+  int64_t exported_ = -1;         // --export-jobs: the next job id (-1: not counted yet)
+  bool workload_exported_ = false;
 };
 
 // Times a built module: warm-up, then `repeat` means of `number` runs (number grows until

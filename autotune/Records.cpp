@@ -23,6 +23,7 @@ const char* error_name(ErrorCode e) {
     case ErrorCode::BuildTimeout: return "build_timeout";
     case ErrorCode::RunTimeout: return "run_timeout";
     case ErrorCode::Unknown: return "unknown";
+    case ErrorCode::Invalid: return "invalid";
   }
   return "unknown";
 }
@@ -77,7 +78,12 @@ std::set<std::string> feature_set(const std::string& target_str) {
 }  // namespace
 
 bool stands_in(const Record& r, const Target& t) {
-  return r.target_key != t.key() && r.target_key.rfind(std::string(t.kind_name()) + "/", 0) == 0 && r.vector_bytes == t.vector_bytes;
+  if (r.target_key == t.key()) return false;
+  if (t.is_gpu()) {  // the same architecture: another device of it, or its estimates
+    std::string arch = std::string(t.kind_name()) + "/" + t.arch;
+    return r.target_key == arch || r.target_key.rfind(arch + "/", 0) == 0 || r.target_str == t.str();
+  }
+  return r.target_key.rfind(std::string(t.kind_name()) + "/", 0) == 0 && r.vector_bytes == t.vector_bytes;
 }
 
 double stand_in_score(const Record& r, const Target& t) {
@@ -105,6 +111,7 @@ std::string Record::to_json() const {
   j["error_name"] = error_name(error);
   j["message"] = message;
   j["build_s"] = build_seconds;
+  if (estimate) j["estimate"] = true;  // written only when set: CPU logs stay as they were
   j["timestamp"] = timestamp;
   return j.dump();
 }
@@ -148,6 +155,7 @@ Record record_from_json(const std::string& line) {
     r.message = j.at("message");
     r.build_seconds = j.at("build_s");
     r.timestamp = j.at("timestamp");
+    r.estimate = j.value("estimate", false);
     return r;
   } catch (const json::exception& e) {
     throw Error(std::string("a field is missing or has the wrong type (") + e.what() + ")");

@@ -13,12 +13,14 @@ namespace tessel::autotune {
 
 // Version 1: {"v","workload":{key,hash,op,shape,dtype,layout},"target":{key,str,cores,
 // vector_bytes,cache_line},"steps":[...],"decisions":[[kind,range,[values]],...],
-// "costs":[seconds...],"error":code,"error_name","message","build_s","timestamp"}
+// "costs":[seconds...],"error":code,"error_name","message","build_s","timestamp"}, and "estimate":true
+// on records whose cost the static GPU model estimated (no GPU ran them)
 constexpr int kLogVersion = 1;
 
 enum class ErrorCode : int {
   None = 0, Instantiation = 1, CompileHost = 2, Runtime = 4, WrongAnswer = 5,
-  BuildTimeout = 6, RunTimeout = 7, Unknown = 8
+  BuildTimeout = 6, RunTimeout = 7, Unknown = 8,
+  Invalid = 9  // breaks the target's limits (threads, shared memory, registers, spills): never run
 };
 const char* error_name(ErrorCode e);
 
@@ -40,6 +42,7 @@ struct Record {
   ErrorCode error = ErrorCode::None;
   std::string message;
   double build_seconds = 0;
+  bool estimate = false;  // costs from the static model of a GPU kernel, not a measurement
   int64_t timestamp = 0;
 
   bool ok() const { return error == ErrorCode::None && !costs.empty(); }

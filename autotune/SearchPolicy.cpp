@@ -45,7 +45,7 @@ std::vector<Candidate> SearchPolicy::propose(TaskState& t, int n) {
   auto take = [&](const Candidate& c, int limit) {
     if (int(out.size()) >= limit || t.measured_keys.count(c.key) || !chosen.insert(c.key).second) return;
     if (features_of(t, opts_.target, c).empty()) {  // not valid here: not worth a measurement
-      ++rejected_;
+      ++t.result.rejected;
       return;
     }
     out.push_back(c);

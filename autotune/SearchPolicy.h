@@ -15,20 +15,18 @@ class SearchPolicy {
  public:
   SearchPolicy(const TuneOptions& opts, std::mt19937_64& rng, const CostModel& model)
       : opts_(opts), rng_(rng), model_(model) {}
-  // Up to n unmeasured candidates of the task (fewer when its space is exhausted).
+  // Up to n unmeasured candidates of the task (fewer when its space is exhausted). Those
+  // drawn but not valid on the target are counted in the task's result.rejected.
   std::vector<Candidate> propose(TaskState& t, int n);
   // Before it is retrained on them: did the model order the task's `n` latest measurements
   // as they measured, clearly better than chance?
   bool model_ranks_latest(TaskState& t, size_t n) const;
-  // Candidates drawn but not valid on the target (they do not lower, or break its limits).
-  int rejected() const { return rejected_; }
 
  private:
   std::pair<std::vector<Candidate>, std::vector<Candidate>> evolve(TaskState& t);
   const TuneOptions& opts_;
   std::mt19937_64& rng_;
   const CostModel& model_;
-  int rejected_ = 0;
 };
 
 }  // namespace tessel::autotune

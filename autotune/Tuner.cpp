@@ -15,6 +15,7 @@
 #include "autotune/CostModel.h"
 #include "autotune/Finals.h"
 #include "autotune/History.h"
+#include "autotune/RunnerPool.h"
 #include "autotune/SearchPolicy.h"
 #include "autotune/TaskScheduler.h"
 #include "tessel/ops.h"
@@ -35,6 +36,7 @@ class Tuner {
     TESSEL_USER_CHECK(o.timeout > 0, "tune: the timeout must be positive, got ", o.timeout);
     TESSEL_USER_CHECK(o.remeasure_top >= 0, "tune: remeasure_top (the finals) must be 0 (none) or more, got ",
                       o.remeasure_top);
+    if (target_.is_gpu()) start_runners();
     for (size_t i = 0; i < ws.size(); ++i) {
       auto t = std::make_unique<TaskState>();
       t->w = ws[i];
@@ -69,6 +71,36 @@ class Tuner {
   }
 
  private:
+  // GPU targets: the runners (given, or the local one) say which device they run on; its
+  // name joins the log key. Without one, a CUDA tuning estimates (StaticModel.h) and checks
+  // a sample of candidates on the local OpenCL device.
+  void start_runners() {
+    std::vector<std::string> cmds = opts_.runners;
+    if (cmds.empty()) cmds.push_back(local_runner_command(target_));
+    runners_ = std::make_unique<RunnerPool>(cmds, opts_.timeout);
+    std::string device = runners_->device();
+    if (!device.empty()) {
+      size_t arch = device.rfind(" (sm_");  // the CUDA runner adds the device's architecture
+      target_.device = arch == std::string::npos ? device : device.substr(0, arch);
+      std::fprintf(stderr, "tune: candidates run on %s (%s)\n", device.c_str(), target_.key().c_str());
+    } else {
+      TESSEL_USER_CHECK(target_.kind == Target::Kind::CUDA, "tune --target ", target_.str(), ": ",
+                        runners_->unavailable());
+      runners_.reset();
+      checker_ = std::make_unique<RunnerPool>(std::vector<std::string>{local_runner_command(Target::parse("opencl"))},
+                                              opts_.timeout);
+      if (checker_->device().empty()) checker_.reset();
+      std::fprintf(stderr,
+                   "tune: no GPU (%s). Every candidate is compiled for %s and checked against its limits, its time is "
+                   "ESTIMATED by a static model (nothing is measured)%s; records are marked as estimates\n",
+                   opts_.runners.empty() ? "no local CUDA device; give --runner CMD to run on another machine"
+                                         : "the runners have no device",
+                   target_.arch.c_str(),
+                   checker_ ? ", and every fourth is checked for its answer as OpenCL on this machine" : "");
+    }
+    opts_.target = target_;
+  }
+
   // ---- one round ----
   void round(TaskState& t, int n) {
     std::vector<Candidate> cands = policy_.propose(t, n);
@@ -106,13 +138,20 @@ class Tuner {
     rec.error = r.error;
     rec.message = r.message;
     rec.build_seconds = r.build_seconds;
+    rec.estimate = r.estimate;
     if (writer_) writer_->append(rec);
     return rec;
   }
 
+  // Candidates found invalid when compiled (registers, spills) are logged, so a resumed run
+  // skips them, but cost no trial: they never ran.
   void record(TaskState& t, const Candidate& c, const MeasureResult& r) {
     Record rec = log_record(t, c, r);
     add_measured(t, c, rec);
+    if (rec.error == ErrorCode::Invalid) {
+      ++t.result.rejected;
+      return;
+    }
     ++trials_;
     ++t.result.trials;
     if (!rec.ok()) ++t.result.errors;
@@ -158,7 +197,9 @@ class Tuner {
   // lookup never returns a schedule slower than the default.
   void ensure_measurer(TaskState& t) {
     if (t.measurer) return;
-    t.measurer = std::make_unique<Measurer>(t.w, opts_);
+    t.measurer = std::make_unique<Measurer>(t.w, opts_, runners_.get(), checker_.get());
+    t.result.estimated = t.measurer->estimates();
+    t.result.device = target_.device;
     Candidate c;
     c.steps = ops::default_schedule(t.w.outputs, target_).steps();
     c.key = steps_to_json(c.steps);
@@ -189,6 +230,7 @@ class Tuner {
   void remeasure_best(TaskState& t) {
     if (opts_.remeasure_top <= 0 || t.measured.empty()) return;
     ensure_measurer(t);
+    if (t.measurer->estimates()) return;  // an estimate is the same every time
     std::vector<const Measured*> searched;
     const Measured* dflt = nullptr;
     for (auto& m : t.measured) {
@@ -237,6 +279,7 @@ class Tuner {
     for (auto& x : tasks_) p.errors += x->result.errors;
     p.best_seconds = t.result.best_seconds;
     p.best_gflops = t.result.best_gflops;
+    p.estimated = t.result.estimated;
     double el = std::chrono::duration<double>(Clock::now() - start_).count();
     int done_here = trials_ - loaded_trials_;
     p.trials_per_second = el > 0 ? done_here / el : 0;
@@ -250,6 +293,7 @@ class Tuner {
   CostModel model_;
   std::vector<std::unique_ptr<TaskState>> tasks_;
   std::unique_ptr<LogWriter> writer_;
+  std::unique_ptr<RunnerPool> runners_, checker_;  // GPU targets
   HistoryRows history_;  // rows of records from before this run (resumed stand-ins, --history)
   SearchPolicy policy_{opts_, rng_, model_};
   static constexpr double kHistoryFloor = 64;

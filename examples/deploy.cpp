@@ -1,5 +1,6 @@
-// Deploy: rebuild tuned kernels from the logs in tuning_logs/ and run them. Only the
-// log lookup is used from the autotuner (the tuning code is not linked in).
+// Deploy: rebuild tuned kernels from the logs in tuning_logs/ and run them: CPU kernels,
+// and CUDA kernels from tuning_logs/gpu.json (run where a CUDA device is; elsewhere they
+// are compiled and their resources printed). Only the log lookup is used from the autotuner.
 //   example_deploy [tuning_logs directory]
 #include <chrono>
 #include <cstdio>
@@ -46,6 +47,24 @@ int main(int argc, char** argv) {
     double s = run(m, w);
     std::printf("%-60s %-8s %8.3f ms %7.1f GFLOP/s\n", w.key().c_str(), found ? "tuned" : "DEFAULT", s * 1e3,
                 w.flops / s / 1e9);
+  }
+  // The same lookup for a GPU: the log's best record of this architecture (measured on a
+  // device where there is one, else the static model's estimate, and the lookup says so).
+  Target gpu = Target::parse("cuda -arch=sm_90");
+  for (const char* shape : {"M=1024,N=1024,K=1024"}) {
+    Workload w = make_workload("matmul", parse_shape(shape));
+    try {
+      Module m = build_best(dir + "/gpu.json", w, gpu);
+      KernelResources r = m.resources();
+      std::printf("%-60s cuda sm_90: %d registers, %d bytes of spills, %d bytes of shared memory\n", w.key().c_str(),
+                  r.registers, r.spill_bytes, r.shared_bytes);
+      std::vector<Buffer> args;
+      for (auto& t : w.args) args.emplace_back(t.shape(), t.dtype()), args.back().fill_random(7);
+      double s = m.time(args, 20);
+      std::printf("%-60s %s: %8.3f ms %7.1f GFLOP/s\n", "", m.device().c_str(), s * 1e3, w.flops / s / 1e9);
+    } catch (const Error& e) {
+      std::printf("%-60s not run here: %s\n", "", e.what());
+    }
   }
   return 0;
 }

@@ -1,6 +1,7 @@
-// tune: tune an operator (or a list of them) for this CPU and write a tuning log.
+// tune: tune an operator (or a list of them) for this CPU or a GPU and write a tuning log.
 //   tune --op conv2d --shape N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1 --trials 1000 \
 //        --log tuning_logs/conv2d.json
+//   tune --op conv2d --shape ... --target "cuda -arch=sm_90" [--runner "ssh gpu1 tessel-runner cuda"]
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
@@ -64,9 +65,10 @@ std::vector<std::string> split_commas(const std::string& list) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  po::options_description desc("tune: search schedules for tensor operators on this CPU and log every measurement\n\nOptions");
-  std::string op, shape, log, cost_model, workloads, target = "llvm", dtype_name = "float32", merge, keep_best_in,
-              history;
+  po::options_description desc("tune: search schedules for tensor operators on this CPU or a GPU and log every measurement\n\nOptions");
+  std::string op, shape, log, cost_model, workloads, target_text = "llvm", dtype_name = "float32", merge,
+              keep_best_in, history;
+  std::vector<std::string> runners;
   TuneOptions o;
   desc.add_options()
       ("help,h", "show this help")
@@ -75,7 +77,9 @@ int main(int argc, char** argv) {
       ("shape", po::value(&shape), "its parameters, e.g. M=1024,N=1024,K=1024")
       ("dtype", po::value(&dtype_name)->default_value("float32"), "element type")
       ("workloads", po::value(&workloads), "file of workloads to tune together, one per line: OP SHAPE [WEIGHT]")
-      ("target", po::value(&target)->default_value("llvm"), "llvm (this CPU); cuda is not available yet")
+      ("target", po::value(&target_text)->default_value("llvm"), "llvm (this CPU), \"llvm -mcpu=NAME\", cuda, \"cuda -arch=sm_90\" or opencl (the local OpenCL device)")
+      ("runner", po::value(&runners)->composing(), "GPU targets: a command that starts a tessel-runner on the machine with the GPU, e.g. \"ssh gpu1 /opt/tessel/bin/tessel-runner cuda\"; give it once per GPU (default: the local runner; with no GPU anywhere, cuda times are estimated)")
+      ("export-jobs", po::value(&o.export_jobs), "GPU targets: also write every built candidate as a runner job to this directory (for scripts/gpu_check.sh)")
       ("trials", po::value(&o.trials)->default_value(200), "measurement budget (all workloads together, counting records already in a resumed log)")
       ("per-round", po::value(&o.per_round)->default_value(16), "candidates measured per round")
       ("log", po::value(&log), "tuning log to append to (JSON lines)")
@@ -108,10 +112,10 @@ int main(int argc, char** argv) {
     for (auto& [name, params] : list_ops()) std::printf("%-18s %s\n", name.c_str(), params.c_str());
     return 0;
   }
-  if (target == "cuda")
-    usage_error("--target cuda: the CUDA back end is not part of this build yet; use --target llvm to tune for this CPU");
-  if (target != "llvm") usage_error("unknown --target '" + target + "'; use llvm");
   try {
+    o.target = Target::parse(target_text);
+    o.runners = runners;
+    if (!runners.empty() && !o.target.is_gpu()) usage_error("--runner runs GPU kernels; give --target cuda or opencl");
     if (!merge.empty() || !keep_best_in.empty()) {
       if (log.empty()) usage_error("--merge and --keep-best write to --log; give it");
       int n;
@@ -136,17 +140,17 @@ int main(int argc, char** argv) {
     if (vm.count("print-best")) {
       if (log.empty()) usage_error("--print-best reads --log; give it");
       for (auto& [w, wt] : tasks) {
-        auto best = best_schedule(log, w, Target::host(), /*stand_in=*/true);
+        auto best = best_schedule(log, w, o.target, /*stand_in=*/true);
         if (!best) {
-          std::printf("// no record for %s on %s in %s\n", w.key().c_str(), Target::host().key().c_str(), log.c_str());
+          std::printf("// no record for %s on %s in %s\n", w.key().c_str(), o.target.key().c_str(), log.c_str());
           continue;
         }
-        if (best->target_key != Target::host().key())
-          std::printf("// no record for %s on %s in %s: the best of %s, a CPU of the same vector width\n",
-                      w.key().c_str(), Target::host().key().c_str(), log.c_str(), best->target_key.c_str());
-        std::printf("// %s: %.3f ms (%.1f GFLOP/s) on %s\n%s", w.key().c_str(), best->seconds * 1e3,
-                    w.flops / best->seconds / 1e9, best->target.c_str(),
-                    Schedule::replay(w.outputs, best->steps).to_cpp().c_str());
+        if (best->target_key != o.target.key() && best->target_key.rfind(o.target.key() + "/", 0) != 0)
+          std::printf("// no record for %s on %s in %s: the best of %s, a target of the same kind\n",
+                      w.key().c_str(), o.target.key().c_str(), log.c_str(), best->target_key.c_str());
+        std::printf("// %s: %.3f ms (%.1f GFLOP/s) %s on %s\n%s", w.key().c_str(), best->seconds * 1e3,
+                    w.flops / best->seconds / 1e9, best->estimate ? "ESTIMATED (not measured)" : "measured",
+                    best->target_key.c_str(), Schedule::replay(w.outputs, best->steps).to_cpp().c_str());
       }
       return 0;
     }
@@ -165,8 +169,9 @@ int main(int argc, char** argv) {
     }
     bool tty = isatty(fileno(stderr));
     o.on_progress = [&](const Progress& p) {
-      std::fprintf(stderr, "%s[%d/%d] %s best %.1f GFLOP/s, %.2f candidates/s, errors %d, ETA %s%s", tty ? "\r\033[K" : "",
-                   p.trials, p.budget, p.task.c_str(), p.best_gflops, p.trials_per_second, p.errors,
+      std::fprintf(stderr, "%s[%d/%d] %s best %.1f GFLOP/s%s, %.2f candidates/s, errors %d, ETA %s%s",
+                   tty ? "\r\033[K" : "", p.trials, p.budget, p.task.c_str(), p.best_gflops,
+                   p.estimated ? " (ESTIMATED)" : "", p.trials_per_second, p.errors,
                    fmt_time(p.eta_seconds).c_str(), tty ? "" : "\n");
       std::fflush(stderr);
     };
@@ -175,15 +180,27 @@ int main(int argc, char** argv) {
     for (auto& [w, wt] : tasks) ws.push_back(w), weights.push_back(wt);
     std::vector<TaskResult> res = tune_tasks(ws, weights, o);
     if (tty) std::fprintf(stderr, "\n");
-    std::printf("%-10s %-58s %12s %12s %9s %7s %7s\n", "task", "shape", "best GF/s", "default GF/s", "speed-up",
-                "trials", "errors");
+    bool estimated = false;
+    for (auto& r : res) estimated |= r.estimated;
+    if (!res.empty() && !res[0].device.empty()) {
+      bool cpu = o.target.kind == Target::Kind::OpenCL &&
+                 (res[0].device.find("pthread") != std::string::npos || res[0].device.find("cpu") != std::string::npos);
+      std::printf("device: %s%s\n", res[0].device.c_str(),
+                  cpu ? " (an OpenCL implementation on this CPU: CPU figures, not a GPU's)" : "");
+    }
+    if (estimated)
+      std::printf("NOTHING WAS MEASURED: no GPU ran these kernels; the GFLOP/s below are the static model's "
+                  "ESTIMATES for %s (run `tune ... --resume` where the GPU is, or give --runner)\n",
+                  o.target.arch.c_str());
+    std::printf("%-10s %-58s %12s %12s %9s %7s %7s %8s\n", "task", "shape", estimated ? "est. GF/s" : "best GF/s",
+                estimated ? "est. default" : "default GF/s", "speed-up", "trials", "errors", "rejected");
     for (size_t i = 0; i < res.size(); ++i) {
       const TaskResult& r = res[i];
       std::string sh;
       for (auto& [k, v] : ws[i].shape) sh += (sh.empty() ? "" : ",") + k + "=" + std::to_string(v);
       double speedup = r.best_seconds > 0 ? r.default_seconds / r.best_seconds : 0;
-      std::printf("%-10s %-58s %12.1f %12.1f %8.2fx %7d %7d\n", ws[i].op.c_str(), sh.c_str(), r.best_gflops,
-                  r.default_gflops, speedup, r.trials, r.errors);
+      std::printf("%-10s %-58s %12.1f %12.1f %8.2fx %7d %7d %8d\n", ws[i].op.c_str(), sh.c_str(), r.best_gflops,
+                  r.default_gflops, speedup, r.trials, r.errors, r.rejected);
     }
     if (!log.empty()) std::printf("log: %s\n", log.c_str());
   } catch (const Error& e) {

@@ -50,6 +50,7 @@ struct Progress {
   int trials = 0, budget = 0, errors = 0;
   double best_gflops = 0, best_seconds = 0;
   double trials_per_second = 0, eta_seconds = 0;
+  bool estimated = false;  // best_gflops is the static GPU model's estimate
 };
 
 struct TuneOptions {
@@ -81,11 +82,21 @@ struct TuneOptions {
   // hangs while it builds. A slow one pauses 0.6 x timeout before its first run and after
   // each batch of runs: long in all, never hung.
   int plant_crash_at = -1, plant_hang_at = -1, plant_slow_at = -1, plant_build_hang_at = -1;
+  // GPU targets: commands that start a tessel-runner each (one per GPU), e.g. "ssh gpu1
+  // /opt/tessel/bin/tessel-runner cuda"; empty: the local runner. With no device anywhere,
+  // a CUDA tuning estimates (see TaskResult::estimated).
+  std::vector<std::string> runners;
+  // GPU targets: also write every built candidate as a runner job to this directory
+  // (jobs.txt, the runner's input; estimates.tsv, the static model's seconds per job).
+  std::string export_jobs;
 };
 
 struct TaskResult {
   std::string task, key;
   int trials = 0, errors = 0;
+  int rejected = 0;        // candidates not valid on the target (never run, never a trial)
+  bool estimated = false;  // GPU without a device: every cost is the static model's estimate
+  std::string device;      // where the candidates ran (GPU targets)
   double best_seconds = 0, best_gflops = 0;
   double default_seconds = 0, default_gflops = 0;
   std::vector<Step> best_steps;
@@ -116,6 +127,7 @@ struct BestSchedule {
   double seconds = 0;      // as measured on the CPU it was tuned on
   std::string target;      // that CPU's full target string
   std::string target_key;  // and its key, "llvm/znver3"
+  bool estimate = false;   // the static GPU model's estimate: nothing of this workload was measured
 };
 // With `stand_in`, a log without records of this target answers with those of the CPU that
 // stands in for it best: the same kind of target and vector width, the most CPU features in

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tessel/buffer.h"
+#include "tessel/resources.h"
 #include "tessel/schedule.h"
 #include "tessel/target.h"
 
@@ -45,16 +46,6 @@ struct ArgSpec {
   std::string name;
   std::vector<int64_t> shape;
   DType dtype;
-};
-
-// What a GPU kernel uses, from the compiler (ptxas): the largest figures over the
-// program's kernels. Zero on the CPU.
-struct KernelResources {
-  int registers = 0;       // per thread
-  int spill_bytes = 0;     // spill stores + loads, per thread
-  int shared_bytes = 0;    // static shared memory per block
-  int local_bytes = 0;     // local (stack) memory per thread
-  int kernels = 0;         // launches per call
 };
 
 class ModuleImpl;

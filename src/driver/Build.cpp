@@ -3,11 +3,13 @@
 #include <chrono>
 #include <set>
 
+#include "driver/Build.h"
+
 #include "codegen/CodeGenC.h"
 #include "codegen/LLVMJit.h"
 #include "codegen/NVRTC.h"
 #include "ir/IRVisitor.h"
-#include "runtime/OpenCL.h"
+#include "runtime/ModuleImpl.h"
 
 namespace tessel {
 namespace {
@@ -44,15 +46,26 @@ DevicePlan device_plan(const LoweredProgram& prog) {
 }
 
 std::unique_ptr<Kernel> make_kernel(const LoweredProgram& prog, const Target& target) {
-  switch (target.kind) {
-    case Target::Kind::LLVM: return std::make_unique<JitKernel>(prog, target);
-    case Target::Kind::CUDA: return make_cuda_kernel(nvrtc_compile(codegen_c(prog, target), target.arch), device_plan(prog));
-    case Target::Kind::OpenCL: return make_opencl_kernel(codegen_c(prog, target), device_plan(prog));
-  }
-  throw InternalError("build: unknown target kind");
+  if (target.kind == Target::Kind::LLVM) return std::make_unique<JitKernel>(prog, target);
+  return make_device_kernel(compile_device(prog, target));
 }
 
 }  // namespace
+
+DeviceCode compile_device(const LoweredProgram& prog, const Target& target) {
+  TESSEL_INTERNAL_CHECK(target.is_gpu(), "compile_device for ", target.str());
+  DeviceCode code;
+  code.kind = target.kind_name();
+  code.plan = device_plan(prog);
+  std::string source = codegen_c(prog, target);
+  if (target.kind == Target::Kind::CUDA) {
+    code.binary = nvrtc_compile(source, target.arch);
+  } else {
+    code.binary.source = source;
+    code.binary.resources.kernels = int(code.plan.launches.size());
+  }
+  return code;
+}
 
 Module build(const Schedule& sch, const std::vector<Tensor>& args, const BuildOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();

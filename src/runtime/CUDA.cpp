@@ -222,4 +222,6 @@ std::string cuda_device_name() {
   return d.error.empty() ? d.name + " (sm_" + std::to_string(d.sm) + ")" : "";
 }
 
+std::string cuda_unavailable_reason() { return driver().error; }
+
 }  // namespace tessel

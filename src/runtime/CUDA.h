@@ -21,5 +21,7 @@ struct CudaBinary {
 std::unique_ptr<Kernel> make_cuda_kernel(CudaBinary binary, const DevicePlan& plan);
 // "NVIDIA H100 80GB HBM3 (sm_90)", or empty when no driver or device is present.
 std::string cuda_device_name();
+// Why there is none ("no CUDA driver: libcuda.so.1 could not be loaded (...)"), or empty.
+std::string cuda_unavailable_reason();
 
 }  // namespace tessel

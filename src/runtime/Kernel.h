@@ -4,7 +4,8 @@
 #include <memory>
 #include <string>
 
-#include "tessel/build.h"
+#include "tessel/error.h"
+#include "tessel/resources.h"
 
 namespace tessel {
 
@@ -25,17 +26,10 @@ class Kernel {
   // Where the kernel runs: "cpu znver4", "cuda sm_90 NVIDIA H100 ...", "opencl pthread-...".
   virtual std::string device() const = 0;
   // An object file of the kernel, for deploy libraries (the LLVM back end only).
-  virtual void write_object(const std::string& path) const;
-};
-
-// What build() hands the Module.
-class ModuleImpl {
- public:
-  LoweredFunc func;
-  std::vector<ArgSpec> args;
-  Target target;
-  std::unique_ptr<Kernel> kernel;
-  double seconds = 0;
+  virtual void write_object(const std::string&) const {
+    throw Error("export_object/export_library: only kernels built for the llvm target can be exported; this one "
+                "runs on " + device());
+  }
 };
 
 }  // namespace tessel

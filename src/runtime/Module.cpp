@@ -3,15 +3,10 @@
 #include <cstdio>
 #include <fstream>
 
-#include "runtime/Kernel.h"
+#include "runtime/ModuleImpl.h"
 #include "tessel/error.h"
 
 namespace tessel {
-
-void Kernel::write_object(const std::string&) const {
-  throw Error("export_object/export_library: only kernels built for the llvm target can be exported; this one runs "
-              "on " + device());
-}
 
 namespace {
 std::string shape_str(const std::vector<int64_t>& s) {
