@@ -17,13 +17,12 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 constexpr double kHelloSeconds = 60;  // a runner behind ssh may take a while to start
 
-bool write_all(int fd, const std::string& s) {
+void write_all(int fd, const std::string& s) {
   for (size_t off = 0; off < s.size();) {
     ssize_t n = ::write(fd, s.data() + off, s.size() - off);
-    if (n <= 0) return false;
+    if (n <= 0) return;
     off += size_t(n);
   }
-  return true;
 }
 
 ErrorCode code_of(const std::string& kind) {
@@ -174,7 +173,7 @@ std::vector<MeasureResult> RunnerPool::run(const std::vector<RunnerJob>& jobs, c
       r->workloads.insert(workload);
       r->job = int(next++);
       r->last = Clock::now();
-      if (!write_all(r->in, msg + job_message(jobs[size_t(r->job)]))) r->last = Clock::now();  // EOF tells
+      write_all(r->in, msg + job_message(jobs[size_t(r->job)]));  // a runner that died is seen at its EOF
     }
     if (!any) {  // no runner can run anything: the rest are errors
       for (size_t i = 0; i < jobs.size(); ++i)

@@ -336,11 +336,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       }
     }
   }
-  Candidate c;
-  c.decisions = std::move(tr.out);
-  c.steps = s.steps();
-  c.key = steps_to_json(c.steps);
-  return c;
+  return tr.candidate(s);
 }
 
 }  // namespace tessel::autotune

@@ -177,11 +177,7 @@ Candidate SearchSpace::generate_gpu(Tracer& tr) const {
     bool vector_ok = !in.reduce && op->shape.back() % 2 == 0;
     bind_threads(in.name, fuse_all(in.name, spatial_axes(in.name)), space, vector_ok);
   }
-  Candidate c;
-  c.decisions = std::move(tr.out);
-  c.steps = s.steps();
-  c.key = steps_to_json(c.steps);
-  return c;
+  return tr.candidate(s);
 }
 
 }  // namespace tessel::autotune

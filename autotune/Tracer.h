@@ -76,6 +76,14 @@ class Tracer {
 
   // Whether decisions come from a replay (then they are kept as they are, never redrawn).
   bool replaying() const { return replay_ && pos_ < replay_->size(); }
+  // The candidate the walk made: its decisions and the schedule's steps.
+  Candidate candidate(const Schedule& s) {
+    Candidate c;
+    c.decisions = std::move(out);
+    c.steps = s.steps();
+    c.key = steps_to_json(c.steps);
+    return c;
+  }
   // Drops the decisions drawn since `mark` (a rejected fresh draw).
   void rewind(size_t mark) { out.resize(mark); }
   double unit() { return std::uniform_real_distribution<double>(0, 1)(rng_); }

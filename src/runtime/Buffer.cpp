@@ -5,6 +5,7 @@
 #include <new>
 #include <random>
 
+#include "runtime/Compare.h"
 #include "tessel/buffer.h"
 #include "tessel/error.h"
 
@@ -142,17 +143,7 @@ std::string Buffer::describe() const {
 
 double max_relative_error(const Buffer& a, const Buffer& b) {
   TESSEL_USER_CHECK(a.shape() == b.shape(), "max_relative_error: shapes differ: ", a.describe(), " vs ", b.describe());
-  double worst = 0;
-  for (int64_t i = 0, n = a.size(); i < n; ++i) {
-    double x = a.get(i), y = b.get(i);
-    if (std::isnan(x) != std::isnan(y)) return INFINITY;
-    if (std::isinf(x) || std::isinf(y)) {
-      if (x != y) return INFINITY;
-      continue;
-    }
-    worst = std::max(worst, std::abs(x - y) / std::max(1.0, std::abs(y)));
-  }
-  return worst;
+  return max_relative_difference(a.size(), [&](int64_t i) { return a.get(i); }, [&](int64_t i) { return b.get(i); });
 }
 
 }  // namespace tessel

@@ -15,6 +15,7 @@
 #include <map>
 #include <thread>
 
+#include "runtime/Compare.h"
 #include "runtime/Job.h"
 #include "runtime/OpenCL.h"
 #include "tessel/error.h"
@@ -37,21 +38,6 @@ std::string num(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.9g", v);
   return b;
-}
-
-// The largest relative difference of two float32 arrays (as the tuner measures on the CPU).
-double max_relative_error(const float* a, const float* b, size_t n) {
-  double worst = 0;
-  for (size_t i = 0; i < n; ++i) {
-    double x = a[i], y = b[i];
-    if (std::isnan(x) != std::isnan(y)) return INFINITY;
-    if (std::isinf(x) || std::isinf(y)) {
-      if (x != y) return INFINITY;
-      continue;
-    }
-    worst = std::max(worst, std::abs(x - y) / std::max(1.0, std::abs(y)));
-  }
-  return worst;
 }
 
 // Runs one job; returns false when the device is no longer usable (a kernel fault).
@@ -79,8 +65,10 @@ bool run(const RunnerJob& job, const std::vector<RunnerArg>& args) {
     say("progress " + id);
     for (size_t i = 0; i < args.size(); ++i) {
       if (!args[i].output || args[i].data.empty()) continue;
-      double err = max_relative_error(reinterpret_cast<const float*>(host[i].data()),
-                                      reinterpret_cast<const float*>(args[i].data.data()), host[i].size() / 4);
+      auto got = reinterpret_cast<const float*>(host[i].data());
+      auto want = reinterpret_cast<const float*>(args[i].data.data());
+      double err = max_relative_difference(int64_t(host[i].size() / 4), [&](int64_t e) { return double(got[e]); },
+                                           [&](int64_t e) { return double(want[e]); });
       if (!(err <= 1e-3)) {
         say("result " + id + " error wrong_answer output " + std::to_string(i) + " differs from the expected answer by " +
             num(err) + " (relative)");
