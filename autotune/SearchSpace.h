@@ -65,6 +65,8 @@ class SearchSpace {
   // Each target's sketch rules, in a file of their own (SketchCPU.cpp, SketchGPU.cpp).
   Candidate generate_cpu(Tracer& tr) const;
   Candidate generate_gpu(Tracer& tr) const;
+  bool fits_gpu(const OperationNode* op, const std::vector<std::vector<int64_t>>& spatial,
+                const std::vector<std::vector<int64_t>>& reduce) const;
   int lanes() const { return std::max(1, target_.vector_bytes / std::max(1, w_.dtype.bytes())); }  // per vector
   Workload w_;
   Target target_;

@@ -26,14 +26,41 @@ const std::vector<int64_t> kGpuUnrollSteps = {0, 16, 64, 512, 1024};
 const std::vector<int64_t> kThreadOptions = {32, 64, 128, 256, 512, 1024};
 constexpr int64_t kMaxRegisterTile = 64;  // accumulators per thread, fresh draws
 constexpr int64_t kMinThreads = 32;       // a warp
+// Fresh draws per axis: vthread, thread, S3, S4; and the reduction's R1, R2.
+const std::vector<int64_t> kSpatialCaps = {4, 64, 8, 8}, kReduceCaps = {16, 8};
 
-int64_t product(const std::vector<int64_t>& v, size_t from = 0) {
+int64_t product(const std::vector<int64_t>& v) {
   int64_t p = 1;
-  for (size_t i = from; i < v.size(); ++i) p *= v[i];
+  for (int64_t x : v) p *= x;
   return p;
 }
 
 }  // namespace
+
+// Whether fresh tile sizes suit a GPU: threads within the block limit and at least a warp
+// (unless the whole stage is smaller), virtual threads within theirs, a register tile of
+// at most kMaxRegisterTile accumulators, and shared tiles (each operand's block tile by the
+// reduction step, over the axes that index it) within the static shared memory.
+bool SearchSpace::fits_gpu(const OperationNode* op, const std::vector<std::vector<int64_t>>& sf,
+                           const std::vector<std::vector<int64_t>>& rf) const {
+  int64_t threads = 1, vthreads = 1, regs = 1, total = 1;
+  for (size_t d = 0; d < sf.size(); ++d)
+    threads *= sf[d][1], vthreads *= sf[d][0], regs *= sf[d][0] * sf[d][2] * sf[d][3], total *= op->axis[d].extent();
+  if (threads > target_.max_threads_per_block || vthreads > target_.max_vthread || regs > kMaxRegisterTile ||
+      (threads < kMinThreads && threads * regs < total))
+    return false;
+  int64_t shared = 0;
+  for (auto& input : op->inputs()) {
+    auto used = index_vars(op->body, input.get());
+    int64_t elems = 1;
+    for (size_t d = 0; d < sf.size(); ++d)
+      if (used.count(op->axis[d].var().get())) elems *= product(sf[d]);
+    for (size_t r = 0; r < rf.size(); ++r)
+      if (used.count(op->reduce_axis[r].var().get())) elems *= product(rf[r]);
+    shared += elems * input->dtype.bytes();
+  }
+  return shared <= target_.max_shared_memory_per_block;
+}
 
 Candidate SearchSpace::generate_gpu(Tracer& tr) const {
   Schedule s(w_.outputs);
@@ -77,23 +104,18 @@ Candidate SearchSpace::generate_gpu(Tracer& tr) const {
     if (out != m) s[m].compute_inline();
     const OperationNode* op = s.state().stage(local).op.get();
     size_t n = op->axis.size();
-    // Spatial factors per axis, outer to inner: vthread, thread, S3, S4 (the block implied).
-    std::vector<std::vector<int64_t>> sf;
+    // Spatial factors per axis, outer to inner: vthread, thread, S3, S4 (the block implied);
+    // reduction factors R1, R2 (R0 implied).
+    std::vector<std::vector<int64_t>> sf, rf;
     size_t mark = tr.out.size();
     bool prior = !tr.replaying();
     for (int attempt = 0;; ++attempt) {
-      sf.clear();
-      for (size_t d = 0; d < n; ++d) sf.push_back(tr.tile(op->axis[d].extent(), 4, 8));
-      int64_t threads = 1, vthreads = 1, regs = 1, total = 1;
-      for (size_t d = 0; d < n; ++d)
-        threads *= sf[d][1], vthreads *= sf[d][0], regs *= sf[d][0] * sf[d][2] * sf[d][3], total *= op->axis[d].extent();
-      bool ok = threads <= target.max_threads_per_block && vthreads <= target.max_vthread &&
-                regs <= kMaxRegisterTile && (threads >= kMinThreads || threads * regs >= total);
-      if (!prior || attempt == 100 || ok) break;
+      sf.clear(), rf.clear();
+      for (size_t d = 0; d < n; ++d) sf.push_back(tr.tile(op->axis[d].extent(), 4, 8, 0, kSpatialCaps));
+      for (auto& iv : op->reduce_axis) rf.push_back(tr.tile(iv.extent(), 2, 8, 0, kReduceCaps));
+      if (!prior || attempt == 100 || fits_gpu(op, sf, rf)) break;
       tr.rewind(mark);
     }
-    std::vector<std::vector<int64_t>> rf;
-    for (auto& iv : op->reduce_axis) rf.push_back(tr.tile(iv.extent(), 2, 8));
 
     // The stored stage: block / vthread / thread / register levels, each level fused.
     std::vector<Axis> blocks, vthreads, threads, regs;

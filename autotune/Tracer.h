@@ -57,13 +57,16 @@ class Tracer {
   // n factors (outer to inner) whose product is at most `extent`; innermost <= max_inner.
   // `prefer_inner` (a vector width) is drawn as the innermost factor 3 times in 4 when it
   // divides the extent: a full vector is the usual best choice for the vector loop.
-  std::vector<int64_t> tile(int64_t extent, int n, int64_t max_inner, int64_t prefer_inner = 0) {
+  // `caps` (outer to inner, empty: none) bound each factor of a fresh draw (the GPU's
+  // vthread, thread and register levels); a replay or mutation may go past them.
+  std::vector<int64_t> tile(int64_t extent, int n, int64_t max_inner, int64_t prefer_inner = 0,
+                            const std::vector<int64_t>& caps = {}) {
     Decision d{Decision::Tile, extent, max_inner, {}};
     const Decision* r = next();
     if (r && r->kind == Decision::Tile && int(r->value.size()) == n && fits(r->value, extent, max_inner)) {
       d.value = r->value;
     } else {
-      d.value = sample_tile(extent, n, max_inner, rng_);
+      d.value = sample_tile(extent, n, max_inner, rng_, caps);
       if (prefer_inner > 1 && extent % prefer_inner == 0 && prefer_inner <= max_inner &&
           std::uniform_int_distribution<int>(0, 3)(rng_) > 0) {
         d.value = sample_tile(extent / prefer_inner, n - 1, extent, rng_);
@@ -90,11 +93,13 @@ class Tracer {
 
   // Factors drawn innermost first: often a divisor of what is left (exact tiles), often
   // a power of two or any value (tiles with a guarded tail, so primes get real choices).
-  static std::vector<int64_t> sample_tile(int64_t extent, int n, int64_t max_inner, std::mt19937_64& rng) {
+  static std::vector<int64_t> sample_tile(int64_t extent, int n, int64_t max_inner, std::mt19937_64& rng,
+                                          const std::vector<int64_t>& caps = {}) {
     std::vector<int64_t> f(n, 1);
     int64_t left = extent;
     for (int k = n - 1; k >= 0; --k) {
       int64_t cap = k == n - 1 ? std::min(left, max_inner) : left;
+      if (size_t(k) < caps.size()) cap = std::min(cap, caps[size_t(k)]);
       if (cap <= 1) break;
       std::vector<int64_t> options;
       for (int64_t v = 1; v <= cap; ++v)
