@@ -373,12 +373,9 @@ GpuProfile gpu_profile(const LoweredProgram& prog, const Target& target) {
     coalesced += x.coalesced * n, global_n += x.global_n * n;
     ++p.kernels;
     double work = (x.flops + x.global_bytes) * n;
-    if (work > most) {  // occupancy and waves of the kernel doing the most work
+    if (work > most) {  // the launch shape of the kernel doing the most work
       most = work;
-      Occupancy occ = occupancy_of(x, threads_of(k), target);
-      double per_wave = std::max(1.0, occ.resident * target.multiprocessors);
-      p.occupancy = occ.occupancy;
-      p.wave_efficiency = blocks_of(k) / (std::ceil(blocks_of(k) / per_wave) * per_wave);
+      p.occupancy = occupancy_of(x, threads_of(k), target).occupancy;
       p.blocks = int64_t(blocks_of(k));
       p.threads_per_block = int64_t(threads_of(k));
     }

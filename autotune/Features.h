@@ -48,7 +48,7 @@ std::vector<float> gpu_features(const LoweredProgram& prog, const Target& target
 // totals, for the static model.
 struct GpuProfile {
   double flops = 0, global_bytes = 0, shared_accesses = 0, conflict_ways = 1, barriers = 0;
-  double occupancy = 0, wave_efficiency = 1, coalesced = 1;
+  double occupancy = 0, coalesced = 1;  // estimated occupancy; share of coalesced global accesses
   int64_t kernels = 0, blocks = 0, threads_per_block = 0;
 };
 GpuProfile gpu_profile(const LoweredProgram& prog, const Target& target);
