@@ -39,6 +39,9 @@ LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args, const Ta
 struct BuildOptions {
   std::string name = "kernel";
   Target target = Target::host();  // or Target::parse("cuda -arch=sm_90"), "opencl", "llvm -mcpu=..."
+  // CPU: exp, log, tanh, erf and sigmoid of float32 through libm, lane by lane, instead of
+  // Tessel's vector code (1-3 ulp from libm; see src/codegen/VectorMath.h).
+  bool libm_math = false;
   LowerOptions lower;
 };
 

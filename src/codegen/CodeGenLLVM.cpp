@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "codegen/LLVMHeaders.h"
+#include "codegen/VectorMath.h"
 #include "ir/IRVisitor.h"
 
 namespace tessel {
@@ -15,8 +16,8 @@ constexpr int64_t kMaxStackBytes = 256 * 1024;
 
 class CodeGen {
  public:
-  CodeGen(llvm::LLVMContext& ctx, llvm::Module& mod, const Target& target)
-      : ctx_(ctx), mod_(mod), b_(ctx), target_(target) {
+  CodeGen(llvm::LLVMContext& ctx, llvm::Module& mod, const Target& target, bool libm_math)
+      : ctx_(ctx), mod_(mod), b_(ctx), target_(target), libm_math_(libm_math) {
     llvm::FastMathFlags fmf;
     fmf.setAllowContract(true);  // a*b+c may become one FMA
     b_.setFastMathFlags(fmf);
@@ -289,6 +290,16 @@ class CodeGen {
   llvm::Value* call_f(Intrinsic op, DType t, std::vector<llvm::Value*>& args) {
     llvm::Value* x = args[0];
     llvm::Value* one = llvm::ConstantFP::get(type(t), 1.0);
+    if (t.is_float() && t.bits == 32 && !libm_math_) {  // straight-line code, vectorized with its loop (VectorMath.h)
+      switch (op) {
+        case Intrinsic::Exp: return emit_exp(b_, x);
+        case Intrinsic::Log: return emit_log(b_, x);
+        case Intrinsic::Tanh: return emit_tanh(b_, x);
+        case Intrinsic::Erf: return emit_erf(b_, x);
+        case Intrinsic::Sigmoid: return emit_sigmoid(b_, x);
+        default: break;
+      }
+    }
     switch (op) {
       case Intrinsic::Exp: return intrinsic(llvm::Intrinsic::exp, x);
       case Intrinsic::Log: return intrinsic(llvm::Intrinsic::log, x);
@@ -568,6 +579,7 @@ class CodeGen {
   llvm::Module& mod_;
   llvm::IRBuilder<> b_;
   Target target_;
+  bool libm_math_;
   llvm::Function* fn_ = nullptr;
   llvm::BasicBlock* entry_ = nullptr;
   std::unordered_map<const ExprNode*, llvm::Value*> vars_;
@@ -579,9 +591,9 @@ class CodeGen {
 }  // namespace
 
 std::unique_ptr<llvm::Module> codegen_llvm(const LoweredProgram& prog, llvm::LLVMContext& ctx,
-                                           const Target& target) {
+                                           const Target& target, bool libm_math) {
   auto mod = std::make_unique<llvm::Module>(prog.func.name, ctx);
-  CodeGen cg(ctx, *mod, target);
+  CodeGen cg(ctx, *mod, target, libm_math);
   cg.emit_kernel(prog);
   std::string err;
   llvm::raw_string_ostream os(err);

@@ -18,6 +18,8 @@ class Module;
 
 namespace tessel {
 
-std::unique_ptr<llvm::Module> codegen_llvm(const LoweredProgram& prog, llvm::LLVMContext& ctx, const Target& target);
+// libm_math: float32 exp, log, tanh, erf and sigmoid call libm per lane (VectorMath.h otherwise).
+std::unique_ptr<llvm::Module> codegen_llvm(const LoweredProgram& prog, llvm::LLVMContext& ctx, const Target& target,
+                                           bool libm_math = false);
 
 }  // namespace tessel

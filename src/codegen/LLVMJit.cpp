@@ -66,12 +66,13 @@ struct JitKernel::Impl {
   std::unique_ptr<llvm::Module> copy;  // the optimised module, kept for asm/object output
 };
 
-JitKernel::JitKernel(const LoweredProgram& prog, const Target& target) : impl_(std::make_unique<Impl>()), cpu_(target.cpu) {
+JitKernel::JitKernel(const LoweredProgram& prog, const Target& target, bool libm_math)
+    : impl_(std::make_unique<Impl>()), cpu_(target.cpu) {
   init_llvm();
   auto jtmb = machine_builder(target);
   impl_->tm = check(jtmb.createTargetMachine(), "creating the target machine");
   impl_->ctx = llvm::orc::ThreadSafeContext(std::make_unique<llvm::LLVMContext>());
-  std::unique_ptr<llvm::Module> mod = codegen_llvm(prog, *impl_->ctx.getContext(), target);
+  std::unique_ptr<llvm::Module> mod = codegen_llvm(prog, *impl_->ctx.getContext(), target, libm_math);
   mod->setDataLayout(impl_->tm->createDataLayout());
   mod->setTargetTriple(impl_->tm->getTargetTriple().str());
 

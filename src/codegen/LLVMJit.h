@@ -15,8 +15,8 @@ std::string host_cpu_feature_flags();
 
 class JitKernel : public Kernel {
  public:
-  // Generates the module, optimises it at O3 and JITs it.
-  JitKernel(const LoweredProgram& prog, const Target& target);
+  // Generates the module, optimises it at O3 and JITs it (libm_math: see BuildOptions).
+  JitKernel(const LoweredProgram& prog, const Target& target, bool libm_math = false);
   ~JitKernel() override;
   void call(void* const* args) override { entry_(args); }
   double time(void* const* args, int number) override;

@@ -45,9 +45,9 @@ DevicePlan device_plan(const LoweredProgram& prog) {
   return plan;
 }
 
-std::unique_ptr<Kernel> make_kernel(const LoweredProgram& prog, const Target& target) {
-  if (target.kind == Target::Kind::LLVM) return std::make_unique<JitKernel>(prog, target);
-  return make_device_kernel(compile_device(prog, target));
+std::unique_ptr<Kernel> make_kernel(const LoweredProgram& prog, const BuildOptions& opts) {
+  if (opts.target.kind == Target::Kind::LLVM) return std::make_unique<JitKernel>(prog, opts.target, opts.libm_math);
+  return make_device_kernel(compile_device(prog, opts.target));
 }
 
 }  // namespace
@@ -74,7 +74,7 @@ Module build(const Schedule& sch, const std::vector<Tensor>& args, const BuildOp
   impl->func = prog.func;
   impl->target = opts.target;
   for (auto& a : prog.args) impl->args.push_back(ArgSpec{a.op->name, a.op->shape, a.op->dtype});
-  impl->kernel = make_kernel(prog, opts.target);
+  impl->kernel = make_kernel(prog, opts);
   impl->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return Module(impl);
 }
