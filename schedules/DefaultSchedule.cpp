@@ -165,6 +165,79 @@ void schedule_conv_nchwc(Schedule& s, const std::string& out, const std::string&
   a.vectorize(sp[4]);
 }
 
+// A row reduction (max, sum over the last axis) computed inside its consumer's row loop:
+// lanes partial results over the row in vector registers (rfactor), then those combined.
+void schedule_row_reduction(Schedule& s, const std::string& name, const std::string& consumer, const Axis& row) {
+  const OperationNode* op = op_of(s, name);
+  int lanes = vector_lanes(op->dtype);
+  std::string k = op->reduce_axis[0].name();
+  if (op->reduce_axis.size() == 1 && op->reduce_axis[0].extent() >= 2 * lanes) {
+    auto [ko, ki] = s[name].split(k, lanes);
+    Tensor rf = s.rfactor(s.tensor(name), ki);
+    s[name].compute_at(s[consumer], row);
+    s[rf.name()].compute_at(s[name], s[name].leaf_axes().front());
+    s[rf.name()].reorder({Axis(k + ".outer"), rf.axis(0)});
+    s[rf.name()].vectorize(rf.axis(0));
+  } else {
+    s[name].compute_at(s[consumer], row);
+  }
+}
+
+// Softmax, layer norm and the like: an element-wise output over rows that reads statistics
+// of each row (reductions over its last axis). One parallel loop over rows computes a row's
+// statistics, its element-wise intermediates (once, into a row buffer) and its output,
+// all in vector lanes, so the row is read from memory once and stays in L1 after.
+// Returns false when `out` is not of this form.
+bool schedule_rowwise(Schedule& s, const std::string& out) {
+  const OperationNode* op = op_of(s, out);
+  if (op->reduction() || op->shape.size() < 2) return false;
+  std::vector<int64_t> rows(op->shape.begin(), op->shape.end() - 1);
+  // The stages it reads, transitively, that are not inputs: row statistics, or element-wise
+  // stages of the output's shape.
+  std::vector<std::string> inner;  // producers, consumers first
+  std::vector<std::string> todo{out};
+  bool has_stat = false;
+  while (!todo.empty()) {
+    std::string cur = todo.back();
+    todo.pop_back();
+    for (auto& in : op_of(s, cur)->inputs()) {
+      const StageState& st = s.state().stage(in->name);
+      if (st.is_placeholder() || std::find(inner.begin(), inner.end(), in->name) != inner.end()) continue;
+      bool stat = in->reduction() && in->shape == rows && in->reduce_axis.size() == 1;
+      bool same = !in->reduction() && in->shape == op->shape;
+      if (!stat && !same) return false;
+      has_stat |= stat;
+      inner.push_back(in->name);
+      todo.push_back(in->name);
+    }
+  }
+  if (!has_stat) return false;
+  int lanes = vector_lanes(op->dtype);
+  auto row_loop = [&](const std::string& name) {  // rows fused (parallel for the output), last axis in lanes
+    Stage st = s[name];
+    std::vector<std::string> axes = st.leaf_axes();
+    Axis r = axes.size() > 2 ? st.fuse(std::vector<Axis>(axes.begin(), axes.end() - 1)) : Axis(axes[0]);
+    if (op->shape.back() >= lanes) {
+      auto [o, i] = st.split(axes.back(), lanes);
+      st.vectorize(i);
+    }
+    return r;
+  };
+  Axis row = row_loop(out);
+  s[out].parallel(row);
+  // Producers in the order they run (the last found first), each inside the row loop.
+  for (auto it = inner.rbegin(); it != inner.rend(); ++it) {
+    const OperationNode* p = op_of(s, *it);
+    if (p->reduction()) {
+      schedule_row_reduction(s, *it, out, row);
+    } else {
+      s[*it].compute_at(s[out], row);
+      row_loop(*it);
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& target) {
@@ -181,6 +254,13 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
     if (st.op->tag != "matmul" && !(st.op->tag == "conv2d" && st.op->shape.size() == 5)) continue;
     std::string r = only_reader(s, name);
     if (!r.empty() && s.state().is_output(r) && is_epilogue(s, r, name)) epilogue_of[name] = r, done.insert(r);
+  }
+  // Row-wise layers (softmax, layer norm): one pass over each row.
+  for (auto& t : outputs) {
+    if (!schedule_rowwise(s, t.name())) continue;
+    done.insert(t.name());
+    for (auto& name : names)
+      if (s.state().stage(name).attach == StageState::At) done.insert(name);
   }
   for (auto it = names.rbegin(); it != names.rend(); ++it) {
     const std::string& name = *it;
