@@ -1,6 +1,7 @@
-// ResNet-50 conv2d layers (batch 1, fp32): Tessel's default schedule in NCHW16c vs oneDNN
-// (its preferred blocked layout, chosen with format_tag::any) vs im2col + OpenBLAS, at 1
-// and 2 threads. Layout transforms are excluded for Tessel and oneDNN alike.
+// ResNet-50 conv2d layers (batch 1, fp32): Tessel's default schedules in NCHW16c, and in the
+// layouts users give (NCHW, NHWC), vs oneDNN (its preferred blocked layout, chosen with
+// format_tag::any) vs im2col + OpenBLAS, at 1 and 2 threads. Layout transforms are excluded
+// for Tessel's blocked kernel and oneDNN alike.
 #include <cblas.h>
 #include <omp.h>
 
@@ -47,6 +48,16 @@ int main(int argc, char** argv) {
     Module m = build(ops::default_schedule({Y}), {X, W, Y});
     Buffer x(X.shape(), float32), w(W.shape(), float32), y(Y.shape(), float32);
     x.fill_random(1), w.fill_random(2);
+    // The same layer in the layouts users give.
+    Tensor Xc = placeholder({1, l.C, l.H, l.H}, float32, "X"), Wc = placeholder({l.K, l.C, l.R, l.R}, float32, "W");
+    Tensor Yc = ops::conv2d_nchw(Xc, Wc, p, "conv");
+    Module mc = build(ops::default_schedule({Yc}), {Xc, Wc, Yc});
+    Tensor Xh = placeholder({1, l.H, l.H, l.C}, float32, "X"), Wh = placeholder({l.R, l.R, l.C, l.K}, float32, "W");
+    Tensor Yh = ops::conv2d_nhwc(Xh, Wh, p, "conv");
+    Module mh = build(ops::default_schedule({Yh}), {Xh, Wh, Yh});
+    Buffer xc(Xc.shape(), float32), wc(Wc.shape(), float32), yc(Yc.shape(), float32);
+    Buffer xh(Xh.shape(), float32), wh(Wh.shape(), float32), yh(Yh.shape(), float32);
+    xc.fill_random(1), wc.fill_random(2), xh.fill_random(1), wh.fill_random(2);
     // oneDNN: let it choose its layouts.
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
@@ -90,6 +101,8 @@ int main(int argc, char** argv) {
       std::fill_n(static_cast<float*>(dwei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
       dnnl::convolution_forward conv(pd);
       bench::Impls impls = {{"tessel-default", [&] { m(x, w, y); }},
+                            {"tessel-nchw", [&] { mc(xc, wc, yc); }},
+                            {"tessel-nhwc", [&] { mh(xh, wh, yh); }},
                             {"onednn", [&] {
                                conv.execute(strm, {{DNNL_ARG_SRC, dsrc}, {DNNL_ARG_WEIGHTS, dwei}, {DNNL_ARG_DST, ddst}});
                                strm.wait();
@@ -99,9 +112,12 @@ int main(int argc, char** argv) {
     }
   }
   report.ratio("tessel-default", "onednn");
+  report.ratio("tessel-nchw", "onednn");
+  report.ratio("tessel-nhwc", "onednn");
   report.ratio("tessel-default", "im2col-openblas");
   for (int t : {1, 2})
-    std::printf("{\"bench\": \"conv2d\", \"threads\": %d, \"geomean\": \"tessel-default/onednn\", \"value\": %.3f}\n", t,
-                report.geomean("tessel-default", "onednn", t));
+    for (const char* impl : {"tessel-default", "tessel-nchw", "tessel-nhwc"})
+      std::printf("{\"bench\": \"conv2d\", \"threads\": %d, \"geomean\": \"%s/onednn\", \"value\": %.3f}\n", t,
+                  impl, report.geomean(impl, "onednn", t));
   return 0;
 }

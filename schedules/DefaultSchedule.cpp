@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "ir/IRVisitor.h"
 #include "schedule/ScheduleState.h"
 #include "schedules/Common.h"
 
@@ -238,6 +239,81 @@ bool schedule_rowwise(Schedule& s, const std::string& out) {
   return true;
 }
 
+// The layout of a 4-D convolution stage, from how it reads its weights: W(k, ...) with k
+// its second axis is NCHW (weights KCRS), W(..., k) with k its last axis is NHWC (HWIO).
+std::string conv_layout(const OperationNode* op) {
+  if (op->tag != "conv2d" || op->shape.size() != 4 || op->inputs().size() != 2) return "";
+  const OperationNode* w = op->inputs()[1].get();
+  std::string layout;
+  visit_exprs(op->body, [&](const Expr& e) {
+    const TensorLoad* l = e.as<TensorLoad>();
+    if (!l || l->op.get() != w || l->indices.size() != 4) return;
+    if (l->indices[0].same_as(op->axis[1].var())) layout = "NCHW";
+    else if (l->indices[3].same_as(op->axis[3].var())) layout = "NHWC";
+  });
+  return layout;
+}
+
+// Convolution in NCHW: each thread of the parallel loop over (n, k block, output row)
+// accumulates kb output channels x one vector of output columns in registers; the input
+// row segment is one contiguous vector load reused by the kb channels, each weight one
+// broadcast reused by the vector. The padded input is its own stage.
+void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& acc, int lanes) {
+  const OperationNode* op = op_of(s, out);
+  int64_t K = op->shape[1], OW = op->shape[3];
+  // kb accumulators of one vector each, kb dividing K: a guarded partial block of channels
+  // costs more than a smaller block.
+  int64_t kb = divisor_at_most(K, 8), vw = std::min<int64_t>(OW, lanes);
+  Stage o = s[out];
+  auto axes = o.leaf_axes();  // n, k, y, x
+  auto [ko, ki] = o.split(axes[1], kb);
+  auto [xo, xi] = o.split(axes[3], vw);
+  o.reorder({axes[0], ko, axes[2], xo, ki, xi});
+  o.parallel(o.fuse({axes[0], ko, axes[2]}));
+  o.vectorize(xi);
+  Stage a = s[acc];
+  a.compute_at(o, xo);
+  const OperationNode* aop = op_of(s, acc);
+  std::vector<Axis> order;
+  for (int d : {0, 2}) order.push_back(aop->axis[d].name());
+  for (auto& r : aop->reduce_axis) order.push_back(r.name());
+  order.push_back(aop->axis[1].name());
+  order.push_back(aop->axis[3].name());
+  a.reorder(order);
+  a.unroll(aop->axis[1].name());
+  a.vectorize(aop->axis[3].name());
+}
+
+// Convolution in NHWC: the channels are the vector. A block of `reg` output columns x two
+// vectors of channels accumulates in registers (the NCHWc micro-kernel, in the user's
+// layout); each input value is one broadcast reused by the two vectors.
+void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& acc, int lanes) {
+  const OperationNode* op = op_of(s, out);
+  int64_t OW = op->shape[2], K = op->shape[3];
+  int64_t kv = K % (2 * lanes) == 0 ? 2 * lanes : std::min<int64_t>(K, lanes);
+  // Accumulators: reg x kv / lanes vector registers, 12 of AVX2's 16 (the rest hold the
+  // weights and a broadcast); a last partial block of columns is guarded.
+  int64_t reg = std::min<int64_t>(OW, kv == 2 * lanes ? 6 : 12);
+  Stage o = s[out];
+  auto axes = o.leaf_axes();  // n, y, x, k
+  auto [xo, xi] = o.split(axes[2], reg);
+  auto [ko, ki] = o.split(axes[3], kv);
+  o.reorder({axes[0], axes[1], xo, ko, xi, ki});
+  o.parallel(o.fuse({axes[0], axes[1]}));
+  o.vectorize(ki);
+  Stage a = s[acc];
+  a.compute_at(o, ko);
+  const OperationNode* aop = op_of(s, acc);
+  std::vector<Axis> order;
+  for (int d : {0, 1}) order.push_back(aop->axis[d].name());
+  for (auto& r : aop->reduce_axis) order.push_back(r.name());
+  order.push_back(aop->axis[2].name());
+  order.push_back(aop->axis[3].name());
+  a.reorder(order);
+  a.unroll(aop->axis[2].name());
+  a.vectorize(aop->axis[3].name());
+}
+
 }  // namespace
 
 Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& target) {
@@ -251,7 +327,9 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
   for (auto& name : names) {
     const StageState& st = s.state().stage(name);
     if (st.is_placeholder() || s.state().is_output(name)) continue;
-    if (st.op->tag != "matmul" && !(st.op->tag == "conv2d" && st.op->shape.size() == 5)) continue;
+    if (st.op->tag != "matmul" && !(st.op->tag == "conv2d" && st.op->shape.size() == 5) &&
+        conv_layout(st.op.get()).empty())
+      continue;
     std::string r = only_reader(s, name);
     if (!r.empty() && s.state().is_output(r) && is_epilogue(s, r, name)) epilogue_of[name] = r, done.insert(r);
   }
@@ -271,8 +349,9 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
     bool output = s.state().is_output(name);
     bool reduce = op->reduction() != nullptr;
 
-    if (op->tag == "matmul" || (op->tag == "conv2d" && op->shape.size() == 5)) {
-      bool nchwc = op->tag == "conv2d";
+    std::string layout = conv_layout(op);
+    if (op->tag == "matmul" || (op->tag == "conv2d" && op->shape.size() == 5) || !layout.empty()) {
+      bool nchwc = op->tag == "conv2d" && layout.empty();
       std::string out = name, acc;
       if (epilogue_of.count(name)) {
         out = epilogue_of[name];
@@ -280,7 +359,10 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       } else {
         acc = s.cache_write(s.tensor(name), "local").name();
       }
-      if (nchwc) schedule_conv_nchwc(s, out, acc);
+      int lanes = std::max(4, target.vector_bytes / op->dtype.bytes());
+      if (layout == "NCHW") schedule_conv_nchw(s, out, acc, lanes);
+      else if (layout == "NHWC") schedule_conv_nhwc(s, out, acc, lanes);
+      else if (nchwc) schedule_conv_nchwc(s, out, acc);
       else schedule_gemm(s, out, acc);
       done.insert(name);
       continue;
