@@ -89,6 +89,35 @@ void schedule_reduction(Schedule& s, const std::string& name) {
   if (vectorize) st.vectorize(vec);
 }
 
+// An operand read as B[j, k] (dense weights, a transposed B): the vector loop over j would
+// gather a column; packed into panels [j / bn, k, j % bn] it reads a contiguous row of a
+// panel. The packing is part of the kernel (a constant weight's copy is the tuner's
+// layout rewrite to make once).
+void pack_transposed_operand(Schedule& s, const std::string& acc, int64_t bn) {
+  const OperationNode* op = op_of(s, acc);
+  size_t nd = op->axis.size();
+  if (op->reduce_axis.size() != 1 || nd < 2) return;
+  const ExprNode* j = op->axis[nd - 1].var().get();
+  const ExprNode* k = op->reduce_axis[0].var().get();
+  for (auto& in : op->inputs()) {
+    int dim = -1;
+    bool plain = true;
+    visit_exprs(op->body, [&](const Expr& e) {
+      const TensorLoad* l = e.as<TensorLoad>();
+      if (!l || l->op.get() != in.get()) return;
+      plain &= l->indices.back().get() == k;
+      for (size_t d = 0; d + 1 < l->indices.size(); ++d)
+        if (l->indices[d].get() == j) dim = int(d);
+    });
+    if (!plain || dim < 0 || in->shape[size_t(dim)] < bn) continue;
+    Tensor packed = s.pack(Tensor(in), {s.tensor(acc)}, dim, bn);
+    Stage p = s[packed];
+    auto axes = p.leaf_axes();
+    p.parallel(axes.front());
+    p.vectorize(axes.back());
+  }
+}
+
 // GEMM: `out` (the stored result) tiled in bm x bn blocks run in parallel; the product is
 // accumulated in a register-sized local block `acc` computed at each mr-row strip.
 void schedule_gemm(Schedule& s, const std::string& out, const std::string& acc) {
@@ -99,6 +128,7 @@ void schedule_gemm(Schedule& s, const std::string& out, const std::string& acc) 
   int64_t bn = N >= 2 * lanes ? 2 * lanes : std::max<int64_t>(1, std::min<int64_t>(N, lanes));
   int64_t mr = std::min<int64_t>(8, M);
   int64_t bm = std::min<int64_t>(64, M);
+  pack_transposed_operand(s, acc, bn);
   Stage o = s[out];
   auto axes = o.leaf_axes();
   std::string i = axes[nd - 2], j = axes[nd - 1];
@@ -261,9 +291,9 @@ std::string conv_layout(const OperationNode* op) {
 void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& acc, int lanes) {
   const OperationNode* op = op_of(s, out);
   int64_t K = op->shape[1], OW = op->shape[3];
-  // kb accumulators of one vector each, kb dividing K: a guarded partial block of channels
-  // costs more than a smaller block.
-  int64_t kb = divisor_at_most(K, 8), vw = std::min<int64_t>(OW, lanes);
+  // kb accumulators of one vector each, kb dividing K and the vector dividing OW: a guarded
+  // partial block (of channels, or masked lanes) costs more than a smaller block.
+  int64_t kb = divisor_at_most(K, 8), vw = divisor_at_most(OW, lanes);
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, k, y, x
   auto [ko, ki] = o.split(axes[1], kb);
@@ -278,10 +308,13 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   for (int d : {0, 2}) order.push_back(aop->axis[d].name());
   for (auto& r : aop->reduce_axis) order.push_back(r.name());
   order.push_back(aop->axis[1].name());
-  order.push_back(aop->axis[3].name());
+  // The local block is vw columns wide: split so the vector loop's extent is known here.
+  auto [vo, vi] = a.split(aop->axis[3].name(), vw);
+  order.push_back(vo);
+  order.push_back(vi);
   a.reorder(order);
   a.unroll(aop->axis[1].name());
-  a.vectorize(aop->axis[3].name());
+  a.vectorize(vi);
 }
 
 // Convolution in NHWC: the channels are the vector. A block of `reg` output columns x two
@@ -308,10 +341,12 @@ void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& 
   for (int d : {0, 1}) order.push_back(aop->axis[d].name());
   for (auto& r : aop->reduce_axis) order.push_back(r.name());
   order.push_back(aop->axis[2].name());
-  order.push_back(aop->axis[3].name());
+  auto [vo, vi] = a.split(aop->axis[3].name(), kv);  // the local block is kv channels wide
+  order.push_back(vo);
+  order.push_back(vi);
   a.reorder(order);
   a.unroll(aop->axis[2].name());
-  a.vectorize(aop->axis[3].name());
+  a.vectorize(vi);
 }
 
 }  // namespace
