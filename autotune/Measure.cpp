@@ -280,6 +280,7 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<std::vector<Step>
   std::vector<Worker> workers(cands.size());
   int parallel = opts_.build_workers > 0 ? opts_.build_workers : int(std::max(1u, std::thread::hardware_concurrency()));
   // Phase 1: build in parallel (each worker stops after building, waiting for "go").
+  auto t_build = Clock::now();
   size_t next = 0;
   std::vector<size_t> building;
   auto spawn = [&](size_t i) {
@@ -306,7 +307,9 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<std::vector<Step>
     building.erase(building.begin());
     finish(workers[i], ErrorCode::BuildTimeout, "building", opts_.timeout);
   }
+  build_wall_ += since(t_build);
   // Phase 2: run one at a time.
+  auto t_run = Clock::now();
   for (auto& wk : workers) {
     if (!wk.done && wk.built) {
       char go = 'g';
@@ -326,6 +329,7 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<std::vector<Step>
     ::close(wk.out_fd);
     ::close(wk.in_fd);
   }
+  run_wall_ += since(t_run);
   std::vector<MeasureResult> out;
   for (auto& wk : workers) out.push_back(wk.result);
   return out;

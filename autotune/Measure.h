@@ -37,6 +37,9 @@ class Measurer {
   Measurer(const Workload& w, const TuneOptions& opts, RunnerPool* runners = nullptr, RunnerPool* checker = nullptr);
   // Whether GPU candidates get estimates instead of measurements.
   bool estimates() const;
+  // Wall seconds spent so far building candidates, and running (or estimating) them.
+  double build_seconds() const { return build_wall_; }
+  double run_seconds() const { return run_wall_; }
   // `indices` number the candidates within the run (for the planted-fault test hooks).
   // A candidate whose first run is over 3x slower than `best_known` seconds is timed by
   // that run alone: a precise time of a hopeless program is not worth seconds of budget.
@@ -55,6 +58,7 @@ class Measurer {
   int64_t workload_id_ = 0;
   std::string workload_message_;  // the inputs and expected outputs, for the runners
   int built_ = 0;                 // GPU candidates built so far (every fourth estimate is checked)
+  double build_wall_ = 0, run_wall_ = 0;
   int64_t exported_ = -1;         // --export-jobs: the next job id (-1: not counted yet)
   bool workload_exported_ = false;
 };

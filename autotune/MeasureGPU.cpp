@@ -232,6 +232,7 @@ bool Measurer::estimates() const {
 std::vector<MeasureResult> Measurer::measure_gpu(const std::vector<std::vector<Step>>& cands,
                                                  const std::vector<int>& indices, double best_known) {
   bool estimate = estimates();
+  auto t_build = Clock::now();
   std::vector<BuiltCandidate> built(cands.size());
   int parallel = opts_.build_workers > 0 ? opts_.build_workers : int(std::max(1u, std::thread::hardware_concurrency()));
   size_t next = 0, first_running = 0;
@@ -265,6 +266,8 @@ std::vector<MeasureResult> Measurer::measure_gpu(const std::vector<std::vector<S
     collect(built[first_running], opts_.timeout);
     ++first_running;
   }
+  build_wall_ += since(t_build);
+  auto t_run = Clock::now();
   if (!opts_.export_jobs.empty()) export_jobs(built);
   std::vector<MeasureResult> out(cands.size());
   std::vector<RunnerJob> jobs, checks;
@@ -301,6 +304,7 @@ std::vector<MeasureResult> Measurer::measure_gpu(const std::vector<std::vector<S
       m.message = "its OpenCL twin on the local device failed the check: " + res[k].message;
     }
   }
+  run_wall_ += since(t_run);
   return out;
 }
 

@@ -24,6 +24,7 @@ namespace tessel::autotune {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 constexpr int kFinalRounds = 3;  // rounds of the finals (see remeasure_best)
 
 class Tuner {
@@ -59,11 +60,18 @@ class Tuner {
     while (trials_ < budget) {
       TaskState* t = pick_task(tasks_);
       if (!t) break;  // every task's space is exhausted
+      auto t0 = Clock::now();
       ensure_measurer(*t);  // the default schedule is the task's first measurement
+      t->result.time.total += seconds_since(t0);
       int n = std::min(opts_.per_round, budget - trials_);
       if (n > 0) round(*t, n);
     }
-    for (auto& t : tasks_) remeasure_best(*t);
+    for (auto& t : tasks_) {
+      auto t0 = Clock::now();
+      remeasure_best(*t);
+      t->result.time.total += seconds_since(t0);
+      if (t->measurer) t->result.time.build = t->measurer->build_seconds(), t->result.time.run = t->measurer->run_seconds();
+    }
     if (!opts_.cost_model_out.empty() && model_.trained()) model_.save(opts_.cost_model_out);
     std::vector<TaskResult> out;
     for (auto& t : tasks_) out.push_back(t->result);
@@ -103,7 +111,9 @@ class Tuner {
 
   // ---- one round ----
   void round(TaskState& t, int n) {
+    auto t0 = Clock::now();
     std::vector<Candidate> cands = policy_.propose(t, n);
+    t.result.time.search += seconds_since(t0);
     if (cands.empty()) {
       t.dead = true;
       return;
@@ -124,7 +134,10 @@ class Tuner {
     if (found && (improvements.empty() || steps_to_json(improvements.back().second) != found->cand.key))
       improvements.emplace_back(searched, found->cand.steps);
     t.result.curve.emplace_back(searched, gflops);
+    auto t_model = Clock::now();
     retrain();
+    t.result.time.model += seconds_since(t_model);
+    t.result.time.total += seconds_since(t0);
     report(t);
   }
 

@@ -202,6 +202,17 @@ int main(int argc, char** argv) {
       std::printf("%-10s %-58s %12.1f %12.1f %8.2fx %7d %7d %8d\n", ws[i].op.c_str(), sh.c_str(), r.best_gflops,
                   r.default_gflops, speedup, r.trials, r.errors, r.rejected);
     }
+    TimeSpent all;
+    for (auto& r : res)
+      all.build += r.time.build, all.run += r.time.run, all.search += r.time.search, all.model += r.time.model,
+          all.total += r.time.total;
+    if (all.total > 0) {
+      double other = std::max(0.0, all.total - all.build - all.run - all.search - all.model);
+      auto pct = [&](double s) { return 100 * s / all.total; };
+      std::printf("time: %s in all; build %.0f%%, run %.0f%%, search %.0f%%, model %.0f%%, other %.0f%%\n",
+                  fmt_time(all.total).c_str(), pct(all.build), pct(all.run), pct(all.search), pct(all.model),
+                  pct(other));
+    }
     if (!log.empty()) std::printf("log: %s\n", log.c_str());
   } catch (const Error& e) {
     std::fprintf(stderr, "tune: %s\n", e.what());

@@ -91,8 +91,17 @@ struct TuneOptions {
   std::string export_jobs;
 };
 
+// Where a task's share of the run's wall time went, in seconds: building candidates (in
+// parallel workers), running them (correctness run and timing), the search (lowering
+// candidates for their features, evolution), training the cost model; `total` includes the
+// rest (logging, bookkeeping).
+struct TimeSpent {
+  double build = 0, run = 0, search = 0, model = 0, total = 0;
+};
+
 struct TaskResult {
   std::string task, key;
+  TimeSpent time;
   int trials = 0, errors = 0;
   int rejected = 0;        // candidates not valid on the target (never run, never a trial)
   bool estimated = false;  // GPU without a device: every cost is the static model's estimate
