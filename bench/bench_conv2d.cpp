@@ -111,12 +111,54 @@ int main(int argc, char** argv) {
       for (auto& [impl, sec] : bench::time_interleaved(impls)) report.add(shape, impl, t, flops / sec / 1e9);
     }
   }
+  // MobileNetV2's depthwise 3x3 layers: Tessel's default schedule in NCHW vs oneDNN's
+  // grouped convolution (groups = channels) in its preferred layout.
+  struct Depthwise {
+    int64_t C, H, stride;
+  };
+  for (const Depthwise& l : std::vector<Depthwise>{{32, 112, 1}, {96, 112, 2}, {144, 56, 1}, {144, 56, 2},
+                                                   {192, 28, 1}, {384, 14, 1}, {576, 14, 2}, {960, 7, 1}}) {
+    int64_t OH = (l.H + 2 - 3) / l.stride + 1;
+    double flops = 2.0 * l.C * OH * OH * 9;
+    std::string shape = "depthwise C=" + std::to_string(l.C) + ",H=" + std::to_string(l.H) +
+                        ",stride=" + std::to_string(l.stride);
+    ops::Conv2dParams p;
+    p.stride_h = p.stride_w = l.stride;
+    p.pad_h = p.pad_w = 1;
+    Tensor X = placeholder({1, l.C, l.H, l.H}, float32, "X"), W = placeholder({l.C, 1, 3, 3}, float32, "W");
+    Tensor Y = ops::depthwise_conv2d_nchw(X, W, p, "dw");
+    Module m = build(ops::default_schedule({Y}), {X, W, Y});
+    Buffer x(X.shape(), float32), w(W.shape(), float32), y(Y.shape(), float32);
+    x.fill_random(1), w.fill_random(2);
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    auto desc = dnnl::convolution_forward::desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+        dnnl::memory::desc({1, l.C, l.H, l.H}, dt::f32, tag::any), dnnl::memory::desc({l.C, 1, 1, 3, 3}, dt::f32, tag::any),
+        dnnl::memory::desc({1, l.C, OH, OH}, dt::f32, tag::any), {l.stride, l.stride}, {1, 1}, {1, 1});
+    for (int t : {1, 2}) {
+      set_num_threads(t);
+      omp_set_num_threads(t);
+      auto pd = dnnl::convolution_forward::primitive_desc(desc, eng);
+      dnnl::memory dsrc(pd.src_desc(), eng), dwei(pd.weights_desc(), eng), ddst(pd.dst_desc(), eng);
+      std::fill_n(static_cast<float*>(dsrc.get_data_handle()), pd.src_desc().get_size() / 4, 0.5f);
+      std::fill_n(static_cast<float*>(dwei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
+      dnnl::convolution_forward conv(pd);
+      bench::Impls impls = {{"tessel-depthwise", [&] { m(x, w, y); }},
+                            {"onednn", [&] {
+                               conv.execute(strm, {{DNNL_ARG_SRC, dsrc}, {DNNL_ARG_WEIGHTS, dwei}, {DNNL_ARG_DST, ddst}});
+                               strm.wait();
+                             }}};
+      for (auto& [impl, sec] : bench::time_interleaved(impls)) report.add(shape, impl, t, flops / sec / 1e9);
+    }
+  }
   report.ratio("tessel-default", "onednn");
   report.ratio("tessel-nchw", "onednn");
   report.ratio("tessel-nhwc", "onednn");
+  report.ratio("tessel-depthwise", "onednn");
   report.ratio("tessel-default", "im2col-openblas");
   for (int t : {1, 2})
-    for (const char* impl : {"tessel-default", "tessel-nchw", "tessel-nhwc"})
+    for (const char* impl : {"tessel-default", "tessel-nchw", "tessel-nhwc", "tessel-depthwise"})
       std::printf("{\"bench\": \"conv2d\", \"threads\": %d, \"geomean\": \"%s/onednn\", \"value\": %.3f}\n", t,
                   impl, report.geomean(impl, "onednn", t));
   return 0;

@@ -349,6 +349,33 @@ void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& 
   a.vectorize(vi);
 }
 
+// Depthwise convolution in NCHW: a parallel loop over (image, channel); each output row a
+// vector of columns at a time, its window unrolled into FMAs on one accumulator register.
+void schedule_depthwise(Schedule& s, const std::string& out, const std::string& acc, int lanes) {
+  const OperationNode* op = op_of(s, out);
+  int64_t OW = op->shape[3];
+  int64_t vw = divisor_at_most(OW, lanes);
+  if (vw < 4) vw = std::min<int64_t>(OW, lanes);
+  Stage o = s[out];
+  auto axes = o.leaf_axes();  // n, c, y, x
+  auto [xo, xi] = o.split(axes[3], vw);
+  o.reorder({axes[0], axes[1], axes[2], xo, xi});
+  o.parallel(o.fuse({axes[0], axes[1]}));
+  o.vectorize(xi);
+  Stage a = s[acc];
+  a.compute_at(o, xo);
+  const OperationNode* aop = op_of(s, acc);
+  auto [vo, vi] = a.split(aop->axis[3].name(), vw);
+  std::vector<Axis> order;
+  for (int d : {0, 1, 2}) order.push_back(aop->axis[d].name());
+  order.push_back(vo);
+  for (auto& r : aop->reduce_axis) order.push_back(r.name());
+  order.push_back(vi);
+  a.reorder(order);
+  for (auto& r : aop->reduce_axis) a.unroll(r.name());
+  a.vectorize(vi);
+}
+
 }  // namespace
 
 Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& target) {
@@ -363,7 +390,7 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
     const StageState& st = s.state().stage(name);
     if (st.is_placeholder() || s.state().is_output(name)) continue;
     if (st.op->tag != "matmul" && !(st.op->tag == "conv2d" && st.op->shape.size() == 5) &&
-        conv_layout(st.op.get()).empty())
+        st.op->tag != "depthwise_conv2d" && conv_layout(st.op.get()).empty())
       continue;
     std::string r = only_reader(s, name);
     if (!r.empty() && s.state().is_output(r) && is_epilogue(s, r, name)) epilogue_of[name] = r, done.insert(r);
@@ -385,7 +412,8 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
     bool reduce = op->reduction() != nullptr;
 
     std::string layout = conv_layout(op);
-    if (op->tag == "matmul" || (op->tag == "conv2d" && op->shape.size() == 5) || !layout.empty()) {
+    bool depthwise = op->tag == "depthwise_conv2d" && op->shape.size() == 4;
+    if (op->tag == "matmul" || (op->tag == "conv2d" && op->shape.size() == 5) || !layout.empty() || depthwise) {
       bool nchwc = op->tag == "conv2d" && layout.empty();
       std::string out = name, acc;
       if (epilogue_of.count(name)) {
@@ -395,7 +423,8 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
         acc = s.cache_write(s.tensor(name), "local").name();
       }
       int lanes = std::max(4, target.vector_bytes / op->dtype.bytes());
-      if (layout == "NCHW") schedule_conv_nchw(s, out, acc, lanes);
+      if (depthwise) schedule_depthwise(s, out, acc, lanes);
+      else if (layout == "NCHW") schedule_conv_nchw(s, out, acc, lanes);
       else if (layout == "NHWC") schedule_conv_nhwc(s, out, acc, lanes);
       else if (nchwc) schedule_conv_nchwc(s, out, acc);
       else schedule_gemm(s, out, acc);
