@@ -13,6 +13,23 @@
 
 using namespace tessel;
 
+// A oneDNN convolution made for the thread count now set (oneDNN plans its work for it),
+// in the layouts it prefers, with its buffers filled.
+struct OnednnConv {
+  dnnl::convolution_forward::primitive_desc pd;
+  dnnl::memory src, wei, dst;
+  dnnl::convolution_forward conv;
+  OnednnConv(const dnnl::convolution_forward::desc& desc, const dnnl::engine& eng)
+      : pd(desc, eng), src(pd.src_desc(), eng), wei(pd.weights_desc(), eng), dst(pd.dst_desc(), eng), conv(pd) {
+    std::fill_n(static_cast<float*>(src.get_data_handle()), pd.src_desc().get_size() / 4, 0.5f);
+    std::fill_n(static_cast<float*>(wei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
+  }
+  void run(dnnl::stream& strm) {
+    conv.execute(strm, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+    strm.wait();
+  }
+};
+
 struct Layer {
   int64_t C, H, K, R, stride, pad;
 };
@@ -94,19 +111,11 @@ int main(int argc, char** argv) {
       set_num_threads(t);
       openblas_set_num_threads(t);
       omp_set_num_threads(t);
-      // oneDNN plans its work for the thread count current when the primitive is made.
-      auto pd = dnnl::convolution_forward::primitive_desc(desc, eng);
-      dnnl::memory dsrc(pd.src_desc(), eng), dwei(pd.weights_desc(), eng), ddst(pd.dst_desc(), eng);
-      std::fill_n(static_cast<float*>(dsrc.get_data_handle()), pd.src_desc().get_size() / 4, 0.5f);
-      std::fill_n(static_cast<float*>(dwei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
-      dnnl::convolution_forward conv(pd);
+      OnednnConv onednn(desc, eng);
       bench::Impls impls = {{"tessel-default", [&] { m(x, w, y); }},
                             {"tessel-nchw", [&] { mc(xc, wc, yc); }},
                             {"tessel-nhwc", [&] { mh(xh, wh, yh); }},
-                            {"onednn", [&] {
-                               conv.execute(strm, {{DNNL_ARG_SRC, dsrc}, {DNNL_ARG_WEIGHTS, dwei}, {DNNL_ARG_DST, ddst}});
-                               strm.wait();
-                             }},
+                            {"onednn", [&] { onednn.run(strm); }},
                             {"im2col-openblas", im2col_gemm}};
       for (auto& [impl, sec] : bench::time_interleaved(impls)) report.add(shape, impl, t, flops / sec / 1e9);
     }
@@ -139,16 +148,8 @@ int main(int argc, char** argv) {
     for (int t : {1, 2}) {
       set_num_threads(t);
       omp_set_num_threads(t);
-      auto pd = dnnl::convolution_forward::primitive_desc(desc, eng);
-      dnnl::memory dsrc(pd.src_desc(), eng), dwei(pd.weights_desc(), eng), ddst(pd.dst_desc(), eng);
-      std::fill_n(static_cast<float*>(dsrc.get_data_handle()), pd.src_desc().get_size() / 4, 0.5f);
-      std::fill_n(static_cast<float*>(dwei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
-      dnnl::convolution_forward conv(pd);
-      bench::Impls impls = {{"tessel-depthwise", [&] { m(x, w, y); }},
-                            {"onednn", [&] {
-                               conv.execute(strm, {{DNNL_ARG_SRC, dsrc}, {DNNL_ARG_WEIGHTS, dwei}, {DNNL_ARG_DST, ddst}});
-                               strm.wait();
-                             }}};
+      OnednnConv onednn(desc, eng);
+      bench::Impls impls = {{"tessel-depthwise", [&] { m(x, w, y); }}, {"onednn", [&] { onednn.run(strm); }}};
       for (auto& [impl, sec] : bench::time_interleaved(impls)) report.add(shape, impl, t, flops / sec / 1e9);
     }
   }
