@@ -11,28 +11,16 @@
 #include <thread>
 
 #include "runtime/Job.h"
+#include "autotune/Pipes.h"
 #include "tessel/ops.h"
 
 namespace tessel::autotune {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // A candidate whose first run is this many times slower than the best known is timed by
 // that run alone: it will never win, and its label for the cost model (best / cost) is
 // already near zero; repeats of a multi-second kernel would cost most of the budget.
 constexpr double kHopeless = 3;
-
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-void write_all(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
-    if (n <= 0) return;
-    off += size_t(n);
-  }
-}
 
 // Seconds in full: std::to_string's six decimals made every kernel under half a
 // microsecond cost 0 and quantized a 0.5 ms one to 0.2%.
@@ -49,10 +37,7 @@ std::string seconds_text(double s) {
                          const std::vector<Buffer>& inputs, const std::vector<Buffer>& reference, int index,
                          double best_known, int out_fd, int in_fd) {
   auto fail = [&](ErrorCode code, const std::string& msg) {
-    std::string m = msg.substr(0, 2000);
-    for (auto& c : m)
-      if (c == '\n') c = ' ';
-    write_all(out_fd, "E " + std::to_string(int(code)) + " " + m + "\n");
+    write_all(out_fd, "E " + std::to_string(int(code)) + " " + one_line(msg) + "\n");
     _exit(0);
   };
   Module m;
@@ -69,7 +54,7 @@ std::string seconds_text(double s) {
   }
   if (index >= 0 && index == opts.plant_build_hang_at)
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-  write_all(out_fd, "B " + seconds_text(since(t0)) + "\n");
+  write_all(out_fd, "B " + seconds_text(seconds_since(t0)) + "\n");
   char go;
   if (::read(in_fd, &go, 1) != 1) _exit(0);
   try {
@@ -92,7 +77,7 @@ std::string seconds_text(double s) {
     if (slow) progress();
     auto t_first = Clock::now();
     m(args);
-    double first = since(t_first);
+    double first = seconds_since(t_first);
     progress();
     for (size_t i = 0; i < outs.size(); ++i) {
       double err = max_relative_error(outs[i], reference[i]);
@@ -175,7 +160,7 @@ void finish(Worker& wk, ErrorCode timeout_code, const char* phase, double timeou
   for (;;) {
     if (wk.done) break;
     pollfd p{wk.out_fd, POLLIN, 0};
-    double left = timeout - since(wk.started);
+    double left = timeout - seconds_since(wk.started);
     // What the worker has already sent counts after its deadline too: a candidate built
     // beside a slow one waits its turn here with its "built" line unread, and was once
     // killed as a build timeout the moment the slow one's was over.
@@ -230,7 +215,7 @@ std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args
     for (;;) {
       auto t = Clock::now();
       for (int i = 0; i < n; ++i) m.call_raw(ptrs.data());
-      double s = since(t);
+      double s = seconds_since(t);
       done();
       if (s * 1e3 >= min_repeat_ms || n >= (1 << 20)) break;
       n = s <= 0 ? n * 8 : std::max(n + 1, int(n * std::min(8.0, 1.2 * min_repeat_ms / (s * 1e3))));
@@ -240,7 +225,7 @@ std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args
   for (int r = 0; r < std::max(1, repeat); ++r) {
     auto t = Clock::now();
     for (int i = 0; i < n; ++i) m.call_raw(ptrs.data());
-    costs.push_back(since(t) / n);
+    costs.push_back(seconds_since(t) / n);
     done();
   }
   return costs;
@@ -307,7 +292,7 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<std::vector<Step>
     building.erase(building.begin());
     finish(workers[i], ErrorCode::BuildTimeout, "building", opts_.timeout);
   }
-  build_wall_ += since(t_build);
+  build_wall_ += seconds_since(t_build);
   // Phase 2: run one at a time.
   auto t_run = Clock::now();
   for (auto& wk : workers) {
@@ -329,7 +314,7 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<std::vector<Step>
     ::close(wk.out_fd);
     ::close(wk.in_fd);
   }
-  run_wall_ += since(t_run);
+  run_wall_ += seconds_since(t_run);
   std::vector<MeasureResult> out;
   for (auto& wk : workers) out.push_back(wk.result);
   return out;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "autotune/Measure.h"
+#include "autotune/Pipes.h"
 #include "autotune/RunnerPool.h"
 #include "autotune/StaticModel.h"
 #include "driver/Build.h"
@@ -21,24 +22,7 @@
 namespace tessel::autotune {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 constexpr int kCheckEvery = 4;  // estimated candidates checked on the local OpenCL device
-
-void write_all(int fd, const std::string& s) {
-  for (size_t off = 0; off < s.size();) {
-    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
-    if (n <= 0) return;
-    off += size_t(n);
-  }
-}
-
-std::string one_line(const std::string& m) {
-  std::string s = m.substr(0, 2000);
-  for (auto& c : s)
-    if (c == '\n') c = ' ';
-  return s;
-}
 
 struct BuildRequest {
   int64_t id = 0;
@@ -83,7 +67,7 @@ struct BuildRequest {
                                  std::to_string(target.max_registers_per_thread));
   if (req.hang)
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-  std::string out = "B " + std::to_string(since(t0)) + "\n";
+  std::string out = "B " + std::to_string(seconds_since(t0)) + "\n";
   if (req.estimate) {
     char est[64];
     std::snprintf(est, sizeof est, "S %.9g\n", estimate_seconds(gpu_profile(prog, target), r, ptx_mix(job.code.binary.ptx), target));
@@ -155,7 +139,7 @@ void collect(BuiltCandidate& b, double timeout) {
   auto t0 = Clock::now();
   while (!b.eof) {
     pollfd p{b.fd, POLLIN, 0};
-    double left = timeout - since(t0);
+    double left = timeout - seconds_since(t0);
     if (left <= 0) {
       kill(b.pid, SIGKILL);
       b.result.error = ErrorCode::BuildTimeout;
@@ -184,7 +168,7 @@ void collect(BuiltCandidate& b, double timeout) {
   }
 }
 
-// A job message back into a job (the runner pool sends messages it is given as jobs).
+// A job message back into a job (to export it under another id).
 RunnerJob job_of(const std::string& msg) {
   std::FILE* f = fmemopen(const_cast<char*>(msg.data()), msg.size(), "r");
   JobReader reader(f);
@@ -266,11 +250,12 @@ std::vector<MeasureResult> Measurer::measure_gpu(const std::vector<std::vector<S
     collect(built[first_running], opts_.timeout);
     ++first_running;
   }
-  build_wall_ += since(t_build);
+  build_wall_ += seconds_since(t_build);
   auto t_run = Clock::now();
   if (!opts_.export_jobs.empty()) export_jobs(built);
   std::vector<MeasureResult> out(cands.size());
-  std::vector<RunnerJob> jobs, checks;
+  // The builders wrote each job with the candidate's index as its id.
+  std::vector<SentJob> jobs, checks;
   std::vector<size_t> job_of_cand, check_of_cand;
   for (size_t i = 0; i < cands.size(); ++i) {
     out[i] = built[i].result;
@@ -278,9 +263,9 @@ std::vector<MeasureResult> Measurer::measure_gpu(const std::vector<std::vector<S
     if (estimate) {
       out[i].costs = {built[i].estimate};
       out[i].estimate = true;
-      if (!built[i].check.empty()) checks.push_back(job_of(built[i].check)), check_of_cand.push_back(i);
+      if (!built[i].check.empty()) checks.push_back({int64_t(i), built[i].check}), check_of_cand.push_back(i);
     } else {
-      jobs.push_back(job_of(built[i].job)), job_of_cand.push_back(i);
+      jobs.push_back({int64_t(i), built[i].job}), job_of_cand.push_back(i);
     }
   }
   if (!jobs.empty()) {
@@ -304,7 +289,7 @@ std::vector<MeasureResult> Measurer::measure_gpu(const std::vector<std::vector<S
       m.message = "its OpenCL twin on the local device failed the check: " + res[k].message;
     }
   }
-  run_wall_ += since(t_run);
+  run_wall_ += seconds_since(t_run);
   return out;
 }
 

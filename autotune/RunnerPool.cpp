@@ -10,20 +10,12 @@
 #include <set>
 #include <sstream>
 
+#include "autotune/Pipes.h"
+
 namespace tessel::autotune {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 constexpr double kHelloSeconds = 60;  // a runner behind ssh may take a while to start
-
-void write_all(int fd, const std::string& s) {
-  for (size_t off = 0; off < s.size();) {
-    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
-    if (n <= 0) return;
-    off += size_t(n);
-  }
-}
 
 ErrorCode code_of(const std::string& kind) {
   if (kind == "wrong_answer") return ErrorCode::WrongAnswer;
@@ -104,7 +96,7 @@ bool RunnerPool::start(Runner& r) {
   std::string hello;
   while (!r.line(&hello)) {
     pollfd p{r.out, POLLIN, 0};
-    if (since(t0) > kHelloSeconds || (poll(&p, 1, 500) > 0 && !r.read())) {
+    if (seconds_since(t0) > kHelloSeconds || (poll(&p, 1, 500) > 0 && !r.read())) {
       why_ = "the runner `" + r.command + "` did not start (no hello line" +
              (r.buf.empty() ? std::string(")") : ": " + r.buf + ")");
       stop(r, true);
@@ -150,7 +142,7 @@ const std::string& RunnerPool::device() {
   return device_;
 }
 
-std::vector<MeasureResult> RunnerPool::run(const std::vector<RunnerJob>& jobs, const std::string& workload) {
+std::vector<MeasureResult> RunnerPool::run(const std::vector<SentJob>& jobs, const std::string& workload) {
   device();
   std::vector<MeasureResult> res(jobs.size());
   std::vector<bool> done(jobs.size(), false);
@@ -173,7 +165,7 @@ std::vector<MeasureResult> RunnerPool::run(const std::vector<RunnerJob>& jobs, c
       r->workloads.insert(workload);
       r->job = int(next++);
       r->last = Clock::now();
-      write_all(r->in, msg + job_message(jobs[size_t(r->job)]));  // a runner that died is seen at its EOF
+      write_all(r->in, msg + jobs[size_t(r->job)].message);  // a runner that died is seen at its EOF
     }
     if (!any) {  // no runner can run anything: the rest are errors
       for (size_t i = 0; i < jobs.size(); ++i)
@@ -225,7 +217,7 @@ std::vector<MeasureResult> RunnerPool::run(const std::vector<RunnerJob>& jobs, c
           fail(r, ErrorCode::Runtime, "the runner stopped while running this candidate (" + how +
                                           "); it was started again for the next one");
         }
-      } else if (r.job >= 0 && since(r.last) > timeout_) {
+      } else if (r.job >= 0 && seconds_since(r.last) > timeout_) {
         stop(r, true);
         char secs[32];
         std::snprintf(secs, sizeof secs, "%g", timeout_);

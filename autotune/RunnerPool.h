@@ -12,6 +12,12 @@
 
 namespace tessel::autotune {
 
+// A job as the runner reads it (Job.h's message), with the id its result line names.
+struct SentJob {
+  int64_t id = 0;
+  std::string message;
+};
+
 class RunnerPool {
  public:
   RunnerPool(std::vector<std::string> commands, double timeout);
@@ -25,7 +31,7 @@ class RunnerPool {
   // Why no runner has a device (its hello, or why it did not start).
   const std::string& unavailable() const { return why_; }
   // Runs the jobs of one workload (`workload` is its message; sent once to each runner).
-  std::vector<MeasureResult> run(const std::vector<RunnerJob>& jobs, const std::string& workload);
+  std::vector<MeasureResult> run(const std::vector<SentJob>& jobs, const std::string& workload);
   // Runner processes started so far, restarts included.
   int starts() const { return starts_; }
 

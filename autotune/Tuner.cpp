@@ -15,6 +15,7 @@
 #include "autotune/CostModel.h"
 #include "autotune/Finals.h"
 #include "autotune/History.h"
+#include "autotune/Pipes.h"
 #include "autotune/RunnerPool.h"
 #include "autotune/SearchPolicy.h"
 #include "autotune/TaskScheduler.h"
@@ -23,8 +24,6 @@
 namespace tessel::autotune {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 constexpr int kFinalRounds = 3;  // rounds of the finals (see remeasure_best)
 
 class Tuner {

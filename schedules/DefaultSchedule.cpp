@@ -284,6 +284,26 @@ std::string conv_layout(const OperationNode* op) {
   return layout;
 }
 
+// The accumulator of a convolution template, computed at its output's block: the `outer`
+// spatial axes, the whole reduction, then the `unrolled` axis (one register per value) and
+// the `vector` axis. The local block is `width` wide along the vector axis; splitting by it
+// makes the vector loop's extent known to the schedule.
+void schedule_register_block(Schedule& s, const std::string& acc, const std::vector<int>& outer, int unrolled,
+                             int vector, int64_t width) {
+  Stage a = s[acc];
+  const OperationNode* op = op_of(s, acc);
+  std::vector<Axis> order;
+  for (int d : outer) order.push_back(op->axis[size_t(d)].name());
+  for (auto& r : op->reduce_axis) order.push_back(r.name());
+  order.push_back(op->axis[size_t(unrolled)].name());
+  auto [vo, vi] = a.split(op->axis[size_t(vector)].name(), width);
+  order.push_back(vo);
+  order.push_back(vi);
+  a.reorder(order);
+  a.unroll(op->axis[size_t(unrolled)].name());
+  a.vectorize(vi);
+}
+
 // Convolution in NCHW: each thread of the parallel loop over (n, k block, output row)
 // accumulates kb output channels x one vector of output columns in registers; the input
 // row segment is one contiguous vector load reused by the kb channels, each weight one
@@ -301,20 +321,8 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   o.reorder({axes[0], ko, axes[2], xo, ki, xi});
   o.parallel(o.fuse({axes[0], ko, axes[2]}));
   o.vectorize(xi);
-  Stage a = s[acc];
-  a.compute_at(o, xo);
-  const OperationNode* aop = op_of(s, acc);
-  std::vector<Axis> order;
-  for (int d : {0, 2}) order.push_back(aop->axis[d].name());
-  for (auto& r : aop->reduce_axis) order.push_back(r.name());
-  order.push_back(aop->axis[1].name());
-  // The local block is vw columns wide: split so the vector loop's extent is known here.
-  auto [vo, vi] = a.split(aop->axis[3].name(), vw);
-  order.push_back(vo);
-  order.push_back(vi);
-  a.reorder(order);
-  a.unroll(aop->axis[1].name());
-  a.vectorize(vi);
+  s[acc].compute_at(o, xo);
+  schedule_register_block(s, acc, {0, 2}, 1, 3, vw);
 }
 
 // Convolution in NHWC: the channels are the vector. A block of `reg` output columns x two
@@ -334,19 +342,8 @@ void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& 
   o.reorder({axes[0], axes[1], xo, ko, xi, ki});
   o.parallel(o.fuse({axes[0], axes[1]}));
   o.vectorize(ki);
-  Stage a = s[acc];
-  a.compute_at(o, ko);
-  const OperationNode* aop = op_of(s, acc);
-  std::vector<Axis> order;
-  for (int d : {0, 1}) order.push_back(aop->axis[d].name());
-  for (auto& r : aop->reduce_axis) order.push_back(r.name());
-  order.push_back(aop->axis[2].name());
-  auto [vo, vi] = a.split(aop->axis[3].name(), kv);  // the local block is kv channels wide
-  order.push_back(vo);
-  order.push_back(vi);
-  a.reorder(order);
-  a.unroll(aop->axis[2].name());
-  a.vectorize(vi);
+  s[acc].compute_at(o, ko);
+  schedule_register_block(s, acc, {0, 1}, 2, 3, kv);
 }
 
 // Depthwise convolution in NCHW: a parallel loop over (image, channel); each output row a

@@ -113,6 +113,26 @@ TEST_P(GpuDefault, CompilesForSm80AndSm90WithoutSpills) {
 INSTANTIATE_TEST_SUITE_P(Ops, GpuDefault, ::testing::ValuesIn(op_cases()),
                          [](const auto& info) { return info.param.name; });
 
+// Stages each of `ins` in shared memory at reduction step `ko` of `acc`, fetched by all
+// tx x ty threads of the block (fetch loops fused, float4 lanes innermost when asked).
+void stage_in_shared(Schedule& s, std::initializer_list<Tensor> ins, const Tensor& acc, const Axis& ko, int64_t tx,
+                     int64_t ty, bool float4) {
+  for (const Tensor& in : ins) {
+    Tensor sh = s.cache_read(in, "shared", {acc});
+    s[sh].compute_at(s[acc], ko);
+    Axis f = s[sh].fuse("i", "j");
+    if (float4) {
+      auto [rest, lanes] = s[sh].split(f, 4);
+      s[sh].vectorize(lanes);
+      f = rest;
+    }
+    auto [o, x] = s[sh].split(f, tx);
+    auto [oo, y] = s[sh].split(o, ty);
+    s[sh].bind(x, "threadIdx.x");
+    s[sh].bind(y, "threadIdx.y");
+  }
+}
+
 // A tiled GEMM as users write it: shared-memory tiles fetched by all threads, a register
 // tile per thread accumulated in a local buffer.
 struct TiledGemm {
@@ -132,20 +152,7 @@ struct TiledGemm {
     s[CL].compute_at(s[C], tx);
     auto [ko, ki] = s[CL].split("k", 8);
     s[CL].reorder({ko, ki, "i", "j"});
-    for (const Tensor& in : {A, B}) {
-      Tensor sh = s.cache_read(in, "shared", {CL});
-      s[sh].compute_at(s[CL], ko);
-      Axis f = s[sh].fuse("i", "j");
-      if (float4_fetch) {
-        auto [rest, lanes] = s[sh].split(f, 4);
-        s[sh].vectorize(lanes);
-        f = rest;
-      }
-      auto [o, x] = s[sh].split(f, 8);
-      auto [oo, y] = s[sh].split(o, 8);
-      s[sh].bind(x, "threadIdx.x");
-      s[sh].bind(y, "threadIdx.y");
-    }
+    stage_in_shared(s, {A, B}, CL, ko, 8, 8, float4_fetch);
   }
 };
 
@@ -203,14 +210,7 @@ TEST(Gpu, VirtualThreadsShareTheirFetchAndSliceTheirAccumulator) {
     s[CL].compute_at(s[C], tx);
     auto [ko, ki] = s[CL].split("k", 8);
     s[CL].reorder({ko, ki, "i", "j"});
-    for (const Tensor& in : {A, B}) {
-      Tensor sh = s.cache_read(in, "shared", {CL});
-      s[sh].compute_at(s[CL], ko);
-      auto [o, x] = s[sh].split(s[sh].fuse("i", "j"), 8);
-      auto [oo, y] = s[sh].split(o, 32 / (2 * vthreads));
-      s[sh].bind(x, "threadIdx.x");
-      s[sh].bind(y, "threadIdx.y");
-    }
+    stage_in_shared(s, {A, B}, CL, ko, 8, 32 / (2 * vthreads), false);
     return s;
   };
   Schedule s = schedule(2);
