@@ -29,19 +29,19 @@ constexpr int kFinalRounds = 3;  // rounds of the finals (see remeasure_best)
 class Tuner {
  public:
   Tuner(const std::vector<Workload>& ws, const std::vector<double>& weights, const TuneOptions& o)
-      : opts_(o), target_(o.target), rng_(o.seed), model_(o.seed, o.target.kind_name()) {
+      : opts_(o), rng_(o.seed), model_(o.seed, o.target.kind_name()) {
     TESSEL_USER_CHECK(!ws.empty(), "tune: no workloads given");
     TESSEL_USER_CHECK(o.trials > 0, "tune: the trial budget must be positive, got ", o.trials);
     TESSEL_USER_CHECK(o.per_round > 0, "tune: per_round must be positive, got ", o.per_round);
     TESSEL_USER_CHECK(o.timeout > 0, "tune: the timeout must be positive, got ", o.timeout);
     TESSEL_USER_CHECK(o.remeasure_top >= 0, "tune: remeasure_top (the finals) must be 0 (none) or more, got ",
                       o.remeasure_top);
-    if (target_.is_gpu()) start_runners();
+    if (opts_.target.is_gpu()) start_runners();
     for (size_t i = 0; i < ws.size(); ++i) {
       auto t = std::make_unique<TaskState>();
       t->w = ws[i];
       t->weight = i < weights.size() ? weights[i] : 1.0;
-      t->space = std::make_unique<SearchSpace>(ws[i], target_);
+      t->space = std::make_unique<SearchSpace>(ws[i], opts_.target);
       t->result.task = ws[i].op;
       t->result.key = ws[i].key();
       tasks_.push_back(std::move(t));
@@ -83,15 +83,15 @@ class Tuner {
   // a sample of candidates on the local OpenCL device.
   void start_runners() {
     std::vector<std::string> cmds = opts_.runners;
-    if (cmds.empty()) cmds.push_back(local_runner_command(target_));
+    if (cmds.empty()) cmds.push_back(local_runner_command(opts_.target));
     runners_ = std::make_unique<RunnerPool>(cmds, opts_.timeout);
     std::string device = runners_->device();
     if (!device.empty()) {
       size_t arch = device.rfind(" (sm_");  // the CUDA runner adds the device's architecture
-      target_.device = arch == std::string::npos ? device : device.substr(0, arch);
-      std::fprintf(stderr, "tune: candidates run on %s (%s)\n", device.c_str(), target_.key().c_str());
+      opts_.target.device = arch == std::string::npos ? device : device.substr(0, arch);
+      std::fprintf(stderr, "tune: candidates run on %s (%s)\n", device.c_str(), opts_.target.key().c_str());
     } else {
-      TESSEL_USER_CHECK(target_.kind == Target::Kind::CUDA, "tune --target ", target_.str(), ": ",
+      TESSEL_USER_CHECK(opts_.target.kind == Target::Kind::CUDA, "tune --target ", opts_.target.str(), ": ",
                         runners_->unavailable());
       runners_.reset();
       checker_ = std::make_unique<RunnerPool>(std::vector<std::string>{local_runner_command(Target::parse("opencl"))},
@@ -102,10 +102,9 @@ class Tuner {
                    "ESTIMATED by a static model (nothing is measured)%s; records are marked as estimates\n",
                    opts_.runners.empty() ? "no local CUDA device; give --runner CMD to run on another machine"
                                          : "the runners have no device",
-                   target_.arch.c_str(),
+                   opts_.target.arch.c_str(),
                    checker_ ? ", and every fourth is checked for its answer as OpenCL on this machine" : "");
     }
-    opts_.target = target_;
   }
 
   // ---- one round ----
@@ -143,7 +142,7 @@ class Tuner {
   // ---- records ----
   // A measurement as a log record, appended to the log.
   Record log_record(const TaskState& t, const Candidate& c, const MeasureResult& r) {
-    Record rec = make_record(t.w, target_);
+    Record rec = make_record(t.w, opts_.target);
     rec.steps = c.steps;
     rec.decisions = c.decisions;
     rec.costs = r.costs;
@@ -182,10 +181,10 @@ class Tuner {
     for (auto& t : tasks_) {
       std::vector<const Candidate*> each;
       for (auto& m : t->measured) each.push_back(&m.cand);
-      cache_features(*t, target_, each);
+      cache_features(*t, opts_.target, each);
       double best = best_seconds(*t);
       for (auto& m : t->measured) {
-        const auto& f = features_of(*t, target_, m.cand);
+        const auto& f = features_of(*t, opts_.target, m.cand);
         if (f.empty()) continue;
         rows.push_back(f);
         labels.push_back(label(best, m.seconds));
@@ -211,9 +210,9 @@ class Tuner {
     if (t.measurer) return;
     t.measurer = std::make_unique<Measurer>(t.w, opts_, runners_.get(), checker_.get());
     t.result.estimated = t.measurer->estimates();
-    t.result.device = target_.device;
+    t.result.device = opts_.target.device;
     Candidate c;
-    c.steps = ops::default_schedule(t.w.outputs, target_).steps();
+    c.steps = ops::default_schedule(t.w.outputs, opts_.target).steps();
     c.key = steps_to_json(c.steps);
     auto known = std::find_if(t.measured.begin(), t.measured.end(), [&](auto& m) { return m.cand.key == c.key; });
     double s = INFINITY;
@@ -299,8 +298,7 @@ class Tuner {
     opts_.on_progress(p);
   }
 
-  TuneOptions opts_;
-  Target target_;
+  TuneOptions opts_;  // its target gains the device name the runners report (start_runners)
   std::mt19937_64 rng_;
   CostModel model_;
   std::vector<std::unique_ptr<TaskState>> tasks_;
