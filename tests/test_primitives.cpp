@@ -219,6 +219,81 @@ TEST(Primitives, PackCutsADimensionIntoBlocks) {
   }
 }
 
+// A matmul vectorized along j (B's last axis) with B's rows blocked, and a convolution
+// vectorized along its output channels (OIHW weights: k is the slowest index) with the
+// weights blocked by channel and the accumulator block stored channels innermost.
+TEST(Primitives, RewriteLayoutPreparesAConstantInputOnce) {
+  for (int64_t block : {16, 20}) {
+    Mm m(40, 48, 24);
+    Schedule s({m.C});
+    Tensor CL = s.cache_write(m.C, "local");
+    Tensor BL = s.rewrite_layout(m.B, 1, block);
+    EXPECT_EQ(BL.name(), "B.layout");
+    EXPECT_EQ(BL.shape(), (std::vector<int64_t>{(48 + block - 1) / block, 24, block}));
+    auto t = s[m.C].tile("i", "j", 8, block);
+    s[CL].compute_at(s[m.C], t.yo);
+    m.check(s);
+    Module mod = build(s, {m.A, m.B, m.C});
+    ASSERT_EQ(mod.layout_rewrites().size(), 1u);
+    EXPECT_EQ(mod.lowered().args[1].name(), "B.layout");  // the kernel reads the copy
+    EXPECT_EQ(mod.args()[1].shape, (std::vector<int64_t>{24, 48}));  // the caller passes B
+    Buffer a = ref::random(m.A.shape(), 1), b = ref::random(m.B.shape(), 2), c({40, 48}, float32);
+    mod(a, b, c);
+    ref::expect_close(c, ref::matmul(a, b));
+    Buffer b2 = ref::random(m.B.shape(), 3);  // another buffer: prepared again
+    mod(a, b2, c);
+    ref::expect_close(c, ref::matmul(a, b2));
+    b2.fill_random(4);  // changed in place: the copy is stale until prepare()
+    mod.prepare({a, b2, c});
+    mod(a, b2, c);
+    ref::expect_close(c, ref::matmul(a, b2));
+    EXPECT_GE(mod.prepare_seconds(), 0.0);
+  }
+  ops::Conv2dParams p;
+  p.pad_h = p.pad_w = 1;
+  p.stride_h = p.stride_w = 2;
+  Tensor X = placeholder({1, 6, 11, 11}, float32, "X");
+  Tensor W = placeholder({24, 6, 3, 3}, float32, "W");
+  Tensor Y = ops::conv2d_nchw(X, W, p, "Y");
+  Schedule s({Y});
+  Tensor YL = s.cache_write(Y, "local");
+  s.rewrite_layout(W, 0, 8);
+  std::vector<std::string> a = s[Y].leaf_axes();  // n, k, y, x
+  auto [ko, ki] = s[Y].split(a[1], 8);
+  s[Y].reorder({a[0], ko, a[2], a[3], ki});
+  s[YL].compute_at(s[Y], a[2]);
+  std::vector<std::string> l = s[YL].leaf_axes();  // n, k, y, x, then the reduction: c, ry, rx
+  s[YL].reorder_storage({l[0], l[2], l[3], l[1]});
+  auto [lo, li] = s[YL].split(l[1], 8);
+  s[YL].reorder({l[0], lo, l[2], l[4], l[5], l[6], l[3], li});
+  s[YL].vectorize(li);
+  std::string ir = lower(s, {X, W, Y}).str();
+  EXPECT_NE(ir.find("W.layout: float32[3, 6, 3, 3, 8]"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("ramp("), std::string::npos) << ir;  // whole vectors of weights and accumulators
+  Buffer x = ref::random(X.shape(), 1), w = ref::random(W.shape(), 2);
+  ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, p));
+}
+
+TEST(Primitives, LayoutStepsRejectWhatTheyCannotDo) {
+  Mm m(16, 16, 16);
+  Schedule s({m.C});
+  auto expect_error = [](auto f, const char* what) {
+    try {
+      f();
+      FAIL() << "expected an error containing: " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  Tensor CL = s.cache_write(m.C, "local");
+  expect_error([&] { s.rewrite_layout(CL, 0, 4); }, "is computed by the kernel");
+  expect_error([&] { s.rewrite_layout(m.B, 2, 4); }, "dim 2 is not a dimension");
+  expect_error([&] { s[m.C].reorder_storage({"j", "i"}); }, "is an output");
+  expect_error([&] { s[CL].reorder_storage({"j"}); }, "name all 2 data axes");
+  s.rewrite_layout(m.B, 1, 4);
+  expect_error([&] { s.rewrite_layout(m.B, 1, 4); }, "is not read by the computation");
+}
+
 TEST(Primitives, RFactor) {
   Tensor A = placeholder({1000}, float32, "A");
   IterVar k = reduce_axis(1000, "k");
@@ -306,6 +381,8 @@ TEST(Steps, JsonRoundTripReplayAndCpp) {
   s[CL].pragma(ko, "auto_unroll_max_step", 64);
   s[m.C].storage_align("i", 4, 0);
   s[s.pack(m.B, {CL}, 1, 16)].parallel("i");
+  s.rewrite_layout(m.A, 0, 8);
+  s[CL].reorder_storage({"j", "i"});
 
   std::string json = steps_to_json(s.steps());
   std::vector<Step> back = steps_from_json(json);
@@ -321,6 +398,8 @@ TEST(Steps, JsonRoundTripReplayAndCpp) {
   EXPECT_NE(cpp.find(R"(s["C.local"].compute_at(s["C"], "j.inner");)"), std::string::npos) << cpp;
   EXPECT_NE(cpp.find(R"(s["C.local"].pragma("k.outer", "auto_unroll_max_step", 64);)"), std::string::npos) << cpp;
   EXPECT_NE(cpp.find(R"(s.pack(s.tensor("B"), {s.tensor("C.local")}, 1, 16);)"), std::string::npos) << cpp;
+  EXPECT_NE(cpp.find(R"(s.rewrite_layout(s.tensor("A"), 0, 8);)"), std::string::npos) << cpp;
+  EXPECT_NE(cpp.find(R"(s["C.local"].reorder_storage({"j", "i"});)"), std::string::npos) << cpp;
 }
 
 TEST(Steps, BadJsonIsAClearError) {

@@ -67,6 +67,14 @@ class Module {
   // Call without checks, for timing loops: one data pointer per argument.
   void call_raw(void* const* args) const;
 
+  // Inputs whose layout the schedule rewrote (Schedule::rewrite_layout), weights that stay
+  // constant between calls. Calls take them in the caller's layout: the first call with a
+  // buffer copies it into the kernel's layout, later calls with that buffer reuse the copy,
+  // a call with another buffer copies again. After changing one in place, call prepare().
+  std::vector<LayoutRewrite> layout_rewrites() const;
+  void prepare(const std::vector<Buffer>& args) const;
+  double prepare_seconds() const;  // the last copy's time; time() leaves it out, as oneDNN's reorder is
+
   const std::string& name() const;
   const std::vector<ArgSpec>& args() const;
   const LoweredFunc& lowered() const;
@@ -81,6 +89,8 @@ class Module {
   double time(const std::vector<Buffer>& args, int number = 10) const;
   // Writes an object file, or a shared library, plus a C header declaring the entry
   // point `int32_t <name>(void* const* args)`, so deploy binaries need no JIT (llvm targets).
+  // The entry point takes rewritten inputs in the kernel's layout; the header says which,
+  // and declares tessel_rewrite_layout (in the library) that makes them.
   void export_object(const std::string& path) const;
   void export_library(const std::string& so_path, const std::string& header_path) const;
   double compile_seconds() const;  // lowering + LLVM optimisation + JIT, or + NVRTC / the OpenCL compiler

@@ -32,6 +32,17 @@ inline const char* const kThreadTags[] = {"blockIdx.x",  "blockIdx.y",  "blockId
 
 class Schedule;
 
+// An input the kernel reads in another layout (Schedule::rewrite_layout): `rewritten` is a
+// copy of `source` (shape `shape`) whose dimension `dim` is cut into blocks of `block`,
+// the block index first and the position in the block last, a short last block zero-filled.
+// A built Module makes the copy once from the caller's buffer (Module::prepare).
+struct LayoutRewrite {
+  std::string source, rewritten;
+  int dim = 0;
+  int64_t block = 1;
+  std::vector<int64_t> shape;
+};
+
 class Stage {
  public:
   Stage(Schedule* sch, std::string name) : sch_(sch), name_(std::move(name)) {}
@@ -56,6 +67,11 @@ class Stage {
   void compute_inline();
   void compute_root();
   void storage_align(const Axis& axis, int64_t factor, int64_t offset);
+  // Lays out the stage's buffer with its data axes in this order, outermost first (it is
+  // row-major in the order of the compute's axes otherwise): a cache_write block that is
+  // vectorized along another axis than its last one then stores whole vectors. Stages
+  // inside the kernel only; outputs keep the caller's layout.
+  void reorder_storage(const std::vector<Axis>& order);
 
   // Names of the current loop axes, outermost first.
   std::vector<std::string> leaf_axes() const;
@@ -89,6 +105,12 @@ class Schedule {
   // contiguously. A short last block is zero-filled. Returns B.pack (computed at the root
   // unless scheduled otherwise).
   Tensor pack(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t block);
+  // rewrite_layout(W, 0, 8): every reader of the input W reads W.layout[k / 8, ..., k % 8]
+  // for W[k, ...] instead, a copy of W blocked like pack() that the built Module prepares
+  // once from the caller's W (Ansor's layout rewriting, for weights that stay constant
+  // between calls), so the copy costs nothing per call. Returns W.layout.
+  Tensor rewrite_layout(const Tensor& t, int dim, int64_t block);
+  const std::vector<LayoutRewrite>& layout_rewrites() const;
   // cache_write(C, "local") computes C into C.local and copies it out; returns C.local.
   Tensor cache_write(const Tensor& t, const std::string& scope);
   // rfactor(C, k.inner): a new stage C.rf computes partial sums with the reduce axis

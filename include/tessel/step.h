@@ -13,6 +13,7 @@
 //   ["cache_read", tensor, scope, [readers...]]  ["cache_write", stage, scope]
 //   ["rfactor", stage, axis]
 //   ["pack", tensor, [readers...], dim, block]
+//   ["rewrite_layout", input, dim, block]   ["reorder_storage", stage, [axes...]]
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,12 +23,13 @@ namespace tessel {
 struct Step {
   enum Kind {
     Split, SplitNParts, Fuse, Reorder, Vectorize, Unroll, Parallel, Bind, Pragma,
-    ComputeAt, ComputeInline, ComputeRoot, StorageAlign, CacheRead, CacheWrite, RFactor, Pack
+    ComputeAt, ComputeInline, ComputeRoot, StorageAlign, CacheRead, CacheWrite, RFactor, Pack,
+    RewriteLayout, ReorderStorage
   };
   Kind kind = Split;
   std::string stage;              // the stage acted on (the tensor read, for cache_read and pack)
   std::vector<std::string> axes;  // axes named by the step, in order
-  std::vector<int64_t> ints;      // factor / nparts / pragma value / align factor+offset / pack dim+block
+  std::vector<int64_t> ints;      // factor / nparts / pragma value / align factor+offset / pack (rewrite) dim+block
   std::string str;                // parent stage, thread tag, pragma key or scope
   std::vector<std::string> stages;  // cache_read's and pack's readers
 

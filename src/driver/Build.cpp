@@ -73,7 +73,14 @@ Module build(const Schedule& sch, const std::vector<Tensor>& args, const BuildOp
   auto impl = std::make_shared<ModuleImpl>();
   impl->func = prog.func;
   impl->target = opts.target;
-  for (auto& a : prog.args) impl->args.push_back(ArgSpec{a.op->name, a.op->shape, a.op->dtype});
+  for (auto& t : args) impl->args.push_back(ArgSpec{t.name(), t.shape(), t.dtype()});
+  for (auto& r : sch.layout_rewrites()) {
+    TESSEL_USER_CHECK(!opts.target.is_gpu(), "build: the schedule rewrites the layout of '", r.source,
+                      "', which only CPU targets support so far; build for llvm, or block it with pack");
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i].name() == r.source)
+        impl->rewrites.push_back({int(i), r, Buffer(prog.args[i].op->shape, prog.args[i].op->dtype), nullptr});
+  }
   impl->kernel = make_kernel(prog, opts);
   impl->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return Module(impl);

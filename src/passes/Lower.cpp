@@ -13,13 +13,17 @@
 namespace tessel {
 namespace {
 
+// An input whose layout the schedule rewrote is passed in its rewritten layout.
 std::vector<ArgBuffer> bind_args(const ScheduleState& st, const std::vector<Tensor>& args) {
   std::vector<ArgBuffer> out;
   std::set<std::string> names;
   for (auto& t : args) {
     TESSEL_USER_CHECK(t.defined(), "build/lower: an argument tensor is undefined");
     TESSEL_USER_CHECK(names.insert(t.name()).second, "build/lower: tensor '", t.name(), "' is listed twice in the arguments");
-    int i = st.find_stage(t.name());
+    std::string name = t.name();
+    for (auto& r : st.rewrites)
+      if (r.source == name) name = r.rewritten, names.insert(name);
+    int i = st.find_stage(name);
     TESSEL_USER_CHECK(i >= 0, "build/lower: argument '", t.name(), "' is not part of this computation; its tensors are ",
                       st.stage_list());
     // The schedule may have rebuilt the op (cache_read/cache_write rewrite readers), so
@@ -56,10 +60,11 @@ LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& arg
   log("simplify", s);
   s = remove_true_guards(s);
   log("remove_true_guards", s);
-  std::map<std::string, std::vector<std::pair<int, std::pair<int64_t, int64_t>>>> align;
+  std::map<std::string, BufferLayout> layouts;
   for (auto& stage : st.stages)
-    if (!stage.align.empty()) align[stage.name] = stage.align;
-  s = storage_flatten(s, out.args, align);
+    if (!stage.align.empty() || !stage.storage_order.empty())
+      layouts[stage.name] = BufferLayout{stage.storage_order, stage.align};
+  s = storage_flatten(s, out.args, layouts);
   log("storage_flatten", s);
   s = vectorize_loops(s);
   log("vectorize_loops", s);

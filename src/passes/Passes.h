@@ -13,11 +13,17 @@ struct ArgBuffer {
   Var buffer;    // its data pointer inside the kernel
 };
 
-// Realize/TensorLoad/TensorStore -> Allocate/Load/Store on flat buffers, row-major, with
-// storage_align honoured. `args` are the kernel's arguments; `align` per op name lists
-// (dimension, factor, offset).
+// How a stage's buffer is laid out: its dimensions outermost first (empty: in order) and
+// storage_align's (dimension, (factor, offset)) entries.
+struct BufferLayout {
+  std::vector<int> order;
+  std::vector<std::pair<int, std::pair<int64_t, int64_t>>> align;
+};
+// Realize/TensorLoad/TensorStore -> Allocate/Load/Store on flat buffers, row-major in the
+// order of `layouts` (per op name) with storage_align honoured. `args` are the kernel's
+// arguments, always row-major.
 Stmt storage_flatten(const Stmt& s, const std::vector<ArgBuffer>& args,
-                     const std::map<std::string, std::vector<std::pair<int, std::pair<int64_t, int64_t>>>>& align);
+                     const std::map<std::string, BufferLayout>& layouts);
 // Drops conditions that always hold within their loops and splits guarded loops so the
 // bulk of their iterations runs without the guard (loop partitioning).
 Stmt remove_true_guards(const Stmt& s);

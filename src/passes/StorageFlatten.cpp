@@ -16,20 +16,22 @@ struct FlatBuffer {
 class Flattener : public IRMutator {
  public:
   std::map<const OperationNode*, FlatBuffer> buffers;
-  const std::map<std::string, std::vector<std::pair<int, std::pair<int64_t, int64_t>>>>* align;
+  const std::map<std::string, BufferLayout>* layouts;
 
-  static std::vector<int64_t> row_major(const std::vector<int64_t>& ext,
-                                        const std::vector<std::pair<int, std::pair<int64_t, int64_t>>>* al) {
+  static std::vector<int64_t> strides_of(const std::vector<int64_t>& ext, const BufferLayout* layout) {
+    std::vector<int> order(ext.size());
+    std::iota(order.begin(), order.end(), 0);
+    if (layout && !layout->order.empty()) order = layout->order;
     std::vector<int64_t> strides(ext.size(), 1);
-    for (int d = int(ext.size()) - 2; d >= 0; --d) {
-      int64_t s = strides[d + 1] * ext[d + 1];
-      if (al)
-        for (auto& [dim, fo] : *al)
-          if (dim == d) {
-            auto [factor, offset] = fo;
-            while (s % factor != offset) ++s;
-          }
+    int64_t s = 1;
+    for (int p = int(order.size()) - 1; p >= 0; --p) {
+      int d = order[p];
+      if (layout && p + 1 < int(order.size()))
+        for (auto& [dim, fo] : layout->align)
+          if (dim == d)
+            while (s % fo.first != fo.second) ++s;
       strides[d] = s;
+      s *= ext[d];
     }
     return strides;
   }
@@ -67,11 +69,11 @@ class Flattener : public IRMutator {
   std::map<const OperationNode*, Var> vars;
 
   Stmt visit(const Realize* op, const Stmt& s) override {
-    auto al = align->find(op->op->name);
+    auto layout = layouts->find(op->op->name);
     Var var = vars.emplace(op->op.get(), Var(op->op->name, handle)).first->second;
-    FlatBuffer b{var, op->mins,
-                 row_major(op->extents, al == align->end() ? nullptr : &al->second)};
-    int64_t size = op->extents.empty() ? 1 : b.strides[0] * op->extents[0];
+    FlatBuffer b{var, op->mins, strides_of(op->extents, layout == layouts->end() ? nullptr : &layout->second)};
+    int64_t size = 1;
+    for (size_t d = 0; d < op->extents.size(); ++d) size = std::max(size, b.strides[d] * op->extents[d]);
     buffers[op->op.get()] = b;
     Stmt body = mutate(op->body);
     buffers.erase(op->op.get());
@@ -82,12 +84,12 @@ class Flattener : public IRMutator {
 }  // namespace
 
 Stmt storage_flatten(const Stmt& s, const std::vector<ArgBuffer>& args,
-                     const std::map<std::string, std::vector<std::pair<int, std::pair<int64_t, int64_t>>>>& align) {
+                     const std::map<std::string, BufferLayout>& layouts) {
   Flattener f;
-  f.align = &align;
+  f.layouts = &layouts;
   for (auto& a : args) {
     std::vector<Expr> mins(a.op->shape.size(), make_int(0));
-    f.buffers[a.op.get()] = FlatBuffer{a.buffer, mins, Flattener::row_major(a.op->shape, nullptr)};
+    f.buffers[a.op.get()] = FlatBuffer{a.buffer, mins, Flattener::strides_of(a.op->shape, nullptr)};
   }
   return f.mutate(s);
 }

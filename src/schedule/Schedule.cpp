@@ -442,25 +442,41 @@ void do_cache_read(ScheduleState& st, const Step& step) {
   insert_copy(st, step, "cache_read", src, cache, step.str, nullptr);
 }
 
-// src[..., x_dim, ...] lives at pack[x_dim / block, ..., x_dim % block].
-void do_pack(ScheduleState& st, const Step& step) {
-  StageState& src = st.stage(step.stage);
+// The blocked layout of pack and rewrite_layout: src[..., x_dim, ...] lives at
+// copy[x_dim / block, ..., x_dim % block]. Checks dim and block.
+std::vector<int64_t> blocked_shape(const StageState& src, const char* prim, int dim, int64_t block) {
   int nd = int(src.op->shape.size());
-  int dim = int(step.ints.at(0));
-  int64_t block = step.ints.at(1);
-  TESSEL_USER_CHECK(dim >= 0 && dim < nd, "pack of '", src.name, "': dim ", dim, " is not a dimension of its ", nd,
+  TESSEL_USER_CHECK(dim >= 0 && dim < nd, prim, " of '", src.name, "': dim ", dim, " is not a dimension of its ", nd,
                     "-dimensional shape (use 0..", nd - 1, ")");
   int64_t n = src.op->shape[dim];
-  TESSEL_USER_CHECK(block >= 1 && block <= n, "pack of '", src.name, "': block ", block,
+  TESSEL_USER_CHECK(block >= 1 && block <= n, prim, " of '", src.name, "': block ", block,
                     " must be between 1 and the extent of dimension ", dim, " (", n, ")");
   std::vector<int64_t> shape{(n + block - 1) / block};
   for (int d = 0; d < nd; ++d)
     if (d != dim) shape.push_back(src.op->shape[d]);
   shape.push_back(block);
-  std::vector<IterVar> axes = data_axes(shape);
+  return shape;
+}
+
+IndexMap blocked_index(int dim, int64_t block) {
+  return [dim, block](const std::vector<Expr>& i) {
+    std::vector<Expr> out{i[dim] / make_int(block)};
+    for (size_t d = 0; d < i.size(); ++d)
+      if (int(d) != dim) out.push_back(i[d]);
+    out.push_back(i[dim] % make_int(block));
+    return out;
+  };
+}
+
+void do_pack(ScheduleState& st, const Step& step) {
+  StageState& src = st.stage(step.stage);
+  int dim = int(step.ints.at(0));
+  int64_t block = step.ints.at(1);
+  std::vector<IterVar> axes = data_axes(blocked_shape(src, "pack", dim, block));
   std::vector<Expr> v = vars_of(axes), idx;
   Expr x = v.front() * make_int(block) + v.back();
-  for (int d = 0, k = 1; d < nd; ++d) idx.push_back(d == dim ? x : v[k++]);
+  int64_t n = src.op->shape[dim];
+  for (int d = 0, k = 1; d < int(src.op->shape.size()); ++d) idx.push_back(d == dim ? x : v[k++]);
   Expr body;
   if (n % block == 0) {
     body = TensorLoad::make(src.op, idx);
@@ -469,13 +485,47 @@ void do_pack(ScheduleState& st, const Step& step) {
     body = select(x < make_int(n), TensorLoad::make(src.op, idx), make_const(src.op->dtype, 0));
   }
   Operation packed = make_compute_op(unique_stage_name(st, src.name + ".pack"), axes, body, "pack");
-  insert_copy(st, step, "pack", src, packed, "global", [dim, block](const std::vector<Expr>& i) {
-    std::vector<Expr> out{i[dim] / make_int(block)};
-    for (size_t d = 0; d < i.size(); ++d)
-      if (int(d) != dim) out.push_back(i[d]);
-    out.push_back(i[dim] % make_int(block));
-    return out;
-  });
+  insert_copy(st, step, "pack", src, packed, "global", blocked_index(dim, block));
+}
+
+// Every reader of an input reads a new input instead: the same data in the blocked layout,
+// prepared once outside the kernel (see LayoutRewrite).
+void do_rewrite_layout(ScheduleState& st, const Step& step) {
+  StageState& src = st.stage(step.stage);
+  TESSEL_USER_CHECK(src.is_placeholder(), "rewrite_layout: '", src.name,
+                    "' is computed by the kernel; rewrite_layout stores an input that stays constant between calls "
+                    "(weights) in a blocked layout; block a computed tensor with pack");
+  int dim = int(step.ints.at(0));
+  int64_t block = step.ints.at(1);
+  std::vector<int64_t> shape = blocked_shape(src, "rewrite_layout", dim, block);
+  Step all = step;
+  all.stages = st.readers(src.name);
+  TESSEL_USER_CHECK(!all.stages.empty(), "rewrite_layout: input '", src.name,
+                    "' is not read by the computation (is its layout rewritten already?)");
+  Operation rewritten = placeholder(shape, src.op->dtype, unique_stage_name(st, src.name + ".layout")).op();
+  st.rewrites.push_back(LayoutRewrite{src.name, rewritten->name, dim, block, src.op->shape});
+  insert_copy(st, all, "rewrite_layout", src, rewritten, "global", blocked_index(dim, block));
+}
+
+void do_reorder_storage(ScheduleState& st, const Step& step) {
+  StageState& s = schedulable(st, step.stage, "reorder_storage");
+  TESSEL_USER_CHECK(!st.is_output(s.name), "reorder_storage: '", s.name,
+                    "' is an output, whose layout is the caller's; reorder the storage of a stage inside the kernel "
+                    "(a cache_write stage, say)");
+  std::string names;
+  for (auto& iv : s.op->axis) names += (names.empty() ? "" : ", ") + iv.name();
+  std::vector<int> order;
+  for (auto& a : step.axes) {
+    int d = 0;
+    while (d < int(s.op->axis.size()) && s.op->axis[d].name() != a) ++d;
+    TESSEL_USER_CHECK(d < int(s.op->axis.size()) && std::find(order.begin(), order.end(), d) == order.end(),
+                      "reorder_storage: stage '", s.name, "': '", a, "' is not one of its data axes (", names,
+                      ") or is named twice");
+    order.push_back(d);
+  }
+  TESSEL_USER_CHECK(order.size() == s.op->axis.size(), "reorder_storage: stage '", s.name, "': name all ",
+                    s.op->axis.size(), " data axes (", names, "), outermost first");
+  s.storage_order = order;
 }
 
 void do_cache_write(ScheduleState& st, const Step& step) {
@@ -664,6 +714,8 @@ void apply_step(ScheduleState& st, const Step& step) {
     }
     case Step::CacheRead: do_cache_read(st, step); break;
     case Step::Pack: do_pack(st, step); break;
+    case Step::RewriteLayout: do_rewrite_layout(st, step); break;
+    case Step::ReorderStorage: do_reorder_storage(st, step); break;
     case Step::CacheWrite: do_cache_write(st, step); break;
     case Step::RFactor: do_rfactor(st, step); break;
   }
@@ -728,6 +780,13 @@ Tensor Schedule::pack(const Tensor& t, const std::vector<Tensor>& readers, int d
   return Tensor(state_->stages[state_->find_stage(t.name()) + 1].op);
 }
 
+Tensor Schedule::rewrite_layout(const Tensor& t, int dim, int64_t block) {
+  apply(Step{Step::RewriteLayout, t.name(), {}, {dim, block}, "", {}});
+  return Tensor(state_->stage(state_->rewrites.back().rewritten).op);
+}
+
+const std::vector<LayoutRewrite>& Schedule::layout_rewrites() const { return state_->rewrites; }
+
 Tensor Schedule::cache_write(const Tensor& t, const std::string& scope) {
   apply(Step{Step::CacheWrite, t.name(), {}, {}, scope, {}});
   return Tensor(state_->stages[state_->find_stage(t.name()) - 1].op);
@@ -789,6 +848,11 @@ void Stage::compute_at(const Stage& parent, const Axis& a) {
 }
 void Stage::compute_inline() { apply(Step{Step::ComputeInline, "", {}, {}, "", {}}); }
 void Stage::compute_root() { apply(Step{Step::ComputeRoot, "", {}, {}, "", {}}); }
+void Stage::reorder_storage(const std::vector<Axis>& order) {
+  Step st{Step::ReorderStorage, "", {}, {}, "", {}};
+  for (auto& a : order) st.axes.push_back(a.name);
+  apply(st);
+}
 void Stage::storage_align(const Axis& a, int64_t factor, int64_t offset) {
   apply(Step{Step::StorageAlign, "", {a.name}, {factor, offset}, "", {}});
 }

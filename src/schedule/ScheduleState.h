@@ -41,6 +41,7 @@ struct StageState {
   std::string attach_stage, attach_axis;
   std::string scope = "global";
   std::vector<std::pair<int, std::pair<int64_t, int64_t>>> align;  // dimension -> (factor, offset)
+  std::vector<int> storage_order;  // reorder_storage: data dimensions, outermost first (empty: row-major)
   bool transformed = false;     // any split/fuse/reorder/annotation applied
 
   bool is_placeholder() const { return op->kind == OperationNode::Placeholder; }
@@ -53,6 +54,7 @@ struct ScheduleState {
   std::vector<Tensor> outputs;
   std::vector<StageState> stages;  // producers before consumers
   std::vector<Step> steps;
+  std::vector<LayoutRewrite> rewrites;
 
   int find_stage(const std::string& name) const;  // -1 if absent
   StageState& stage(const std::string& name);     // throws a user error naming the stages

@@ -20,7 +20,7 @@ constexpr KindName kKinds[] = {
     {Step::ComputeAt, "compute_at"}, {Step::ComputeInline, "compute_inline"},
     {Step::ComputeRoot, "compute_root"}, {Step::StorageAlign, "storage_align"},
     {Step::CacheRead, "cache_read"}, {Step::CacheWrite, "cache_write"}, {Step::RFactor, "rfactor"},
-    {Step::Pack, "pack"},
+    {Step::Pack, "pack"}, {Step::RewriteLayout, "rewrite_layout"}, {Step::ReorderStorage, "reorder_storage"},
 };
 
 const char* kind_name(Step::Kind k) {
@@ -35,7 +35,8 @@ json to_j(const Step& s) {
     case Step::Split:
     case Step::SplitNParts: j.push_back(s.axes.at(0)), j.push_back(s.ints.at(0)); break;
     case Step::Fuse:
-    case Step::Reorder: j.push_back(s.axes); break;
+    case Step::Reorder:
+    case Step::ReorderStorage: j.push_back(s.axes); break;
     case Step::Vectorize:
     case Step::Unroll:
     case Step::Parallel:
@@ -49,6 +50,7 @@ json to_j(const Step& s) {
     case Step::CacheRead: j.push_back(s.str), j.push_back(s.stages); break;
     case Step::CacheWrite: j.push_back(s.str); break;
     case Step::Pack: j.push_back(s.stages), j.push_back(s.ints.at(0)), j.push_back(s.ints.at(1)); break;
+    case Step::RewriteLayout: j.push_back(s.ints.at(0)), j.push_back(s.ints.at(1)); break;
   }
   return j;
 }
@@ -94,7 +96,8 @@ Step from_j(const json& j) {
     case Step::Split:
     case Step::SplitNParts: need(4), s.axes = {str(2)}, s.ints = {num(3)}; break;
     case Step::Fuse:
-    case Step::Reorder: need(3), s.axes = strs(2); break;
+    case Step::Reorder:
+    case Step::ReorderStorage: need(3), s.axes = strs(2); break;
     case Step::Vectorize:
     case Step::Unroll:
     case Step::Parallel:
@@ -108,6 +111,7 @@ Step from_j(const json& j) {
     case Step::CacheRead: need(4), s.str = str(2), s.stages = strs(3); break;
     case Step::CacheWrite: need(3), s.str = str(2); break;
     case Step::Pack: need(5), s.stages = strs(2), s.ints = {num(3), num(4)}; break;
+    case Step::RewriteLayout: need(4), s.ints = {num(2), num(3)}; break;
   }
   return s;
 }
@@ -145,6 +149,7 @@ std::string Step::to_cpp(const std::string& v) const {
     case SplitNParts: return s + ".split_nparts(" + quote(axes[0]) + ", " + std::to_string(ints[0]) + ");";
     case Fuse: return s + ".fuse(" + quoted_list(axes) + ");";
     case Reorder: return s + ".reorder(" + quoted_list(axes) + ");";
+    case ReorderStorage: return s + ".reorder_storage(" + quoted_list(axes) + ");";
     case Vectorize: return s + ".vectorize(" + quote(axes[0]) + ");";
     case Unroll: return s + ".unroll(" + quote(axes[0]) + ");";
     case Parallel: return s + ".parallel(" + quote(axes[0]) + ");";
@@ -166,6 +171,9 @@ std::string Step::to_cpp(const std::string& v) const {
       return v + ".pack(" + v + ".tensor(" + quote(stage) + "), " + readers + "}, " + std::to_string(ints[0]) + ", " +
              std::to_string(ints[1]) + ");";
     }
+    case RewriteLayout:
+      return v + ".rewrite_layout(" + v + ".tensor(" + quote(stage) + "), " + std::to_string(ints[0]) + ", " +
+             std::to_string(ints[1]) + ");";
     case CacheWrite: return v + ".cache_write(" + v + ".tensor(" + quote(stage) + "), " + quote(str) + ");";
     case RFactor: return v + ".rfactor(" + v + ".tensor(" + quote(stage) + "), " + quote(axes[0]) + ");";
   }
