@@ -65,7 +65,7 @@ Module build_best(const std::string& log_path, const Workload& w, const Target& 
                "in log '%s'; building the DEFAULT schedule instead (expect lower performance; tune it with: tune "
                "--op %s ...)\n",
                w.key().c_str(), target.key().c_str(), log_path.c_str(), w.op.c_str());
-  return build(ops::default_schedule(w.outputs, target), w.args, {.name = w.op, .target = target});
+  return build(default_schedule(w, target), w.args, {.name = w.op, .target = target});
 }
 
 namespace {

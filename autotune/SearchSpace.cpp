@@ -7,7 +7,8 @@
 
 namespace tessel::autotune {
 
-SearchSpace::SearchSpace(const Workload& w, const Target& t) : w_(w), target_(t) {
+SearchSpace::SearchSpace(const Workload& w, const Target& t)
+    : w_(w), target_(t), constants_(w.constants.begin(), w.constants.end()) {
   Schedule s(w.outputs);
   const ScheduleState& st = s.state();
   for (auto& stage : st.stages) {

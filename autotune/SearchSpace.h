@@ -11,6 +11,7 @@
  * replaying gives a neighbour. Tile factors need not divide their extent. */
 #include <cstdint>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,7 @@ class SearchSpace {
   int lanes() const { return std::max(1, target_.vector_bytes / std::max(1, w_.dtype.bytes())); }  // per vector
   Workload w_;
   Target target_;
+  std::set<std::string> constants_;  // w_.constants
   std::vector<StageInfo> info_;
 };
 

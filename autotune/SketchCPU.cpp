@@ -22,35 +22,72 @@ bool runs_inside(const ScheduleState& st, const std::string& reader, const std::
   return false;
 }
 
-// Inputs of a tiled stage worth packing: read with the stage's innermost (vector) axis as
-// their last index, long in that dimension, and reused (not indexed by every spatial axis).
-// Returns (input, the dimension to cut into blocks).
-std::vector<std::pair<Operation, int>> packable_inputs(const OperationNode* op, int lanes) {
+// The dimension of `input` that every read of it in `op` indexes with exactly `var`, or -1.
+int dim_indexed_by(const OperationNode* op, const OperationNode* input, const Expr& var) {
+  int dim = -2;
+  visit_exprs(op->body, [&](const Expr& e) {
+    const TensorLoad* l = e.as<TensorLoad>();
+    if (!l || l->op.get() != input) return;
+    int d = int(l->indices.size()) - 1;
+    while (d >= 0 && !l->indices[size_t(d)].same_as(var)) --d;
+    dim = dim == -2 || dim == d ? d : -1;
+  });
+  return std::max(dim, -1);
+}
+
+// Spatial axes other than the last that could be the vector axis of a tiled stage: those
+// that index a constant input (weights) in one of its dimensions, whose layout can then be
+// rewritten so that the vector loads are unit-stride. In an NCHW convolution that is the
+// output channel: the weights load as vectors and each input pixel is one broadcast, at
+// any stride (along the columns, a stride of 2 turns every vector load into a gather).
+std::vector<size_t> vector_axis_options(const OperationNode* op, const std::set<std::string>& constants) {
+  std::vector<size_t> out;
+  for (size_t d = 0; d + 1 < op->axis.size(); ++d)
+    for (auto& input : op->inputs())
+      if (constants.count(input->name) && !input->is_compute() && op->axis[d].extent() > 1 &&
+          dim_indexed_by(op, input.get(), op->axis[d].var()) >= 0) {
+        out.push_back(d);
+        break;
+      }
+  return out;
+}
+
+// Inputs of a tiled stage worth blocking along the vector axis `vec`, with the dimension
+// to cut into blocks (so the inner loops stream through memory):
+// - constant inputs (weights) read along it in any dimension: their layout is rewritten
+//   once, outside the kernel;
+// - other inputs read along it in their last dimension, long in it and reused (not indexed
+//   by every spatial axis): packed inside the kernel;
+// - other inputs read along it in another dimension (activations when the vector runs over
+//   channels): packed inside the kernel, or every vector load would be a gather.
+std::vector<std::pair<Operation, int>> blockable_inputs(const OperationNode* op, const Expr& vec, int lanes,
+                                                        const std::set<std::string>& constants) {
   std::vector<std::pair<Operation, int>> out;
-  const Expr& vec = op->axis.back().var();
   for (auto& input : op->inputs()) {
-    int nd = int(input->shape.size());
-    if (input->is_compute() || nd < 2 || input->shape.back() <= 2 * lanes) continue;
-    bool along_vec = true, reused = false;
-    visit_exprs(op->body, [&](const Expr& e) {
-      if (const TensorLoad* l = e.as<TensorLoad>())
-        if (l->op.get() == input.get()) along_vec &= l->indices.back().same_as(vec);
-    });
-    auto used = index_vars(op->body, input.get());
-    for (auto& iv : op->axis) reused |= iv.extent() > 1 && !used.count(iv.var().get());
-    if (along_vec && reused) out.emplace_back(input, nd - 1);
+    int nd = int(input->shape.size()), dim = dim_indexed_by(op, input.get(), vec);
+    if (dim < 0 || nd < 2) continue;
+    if (constants.count(input->name) && !input->is_compute()) {
+      out.emplace_back(input, dim);
+    } else if (dim + 1 < nd) {
+      out.emplace_back(input, dim);
+    } else if (!input->is_compute() && input->shape.back() > 2 * lanes) {
+      auto used = index_vars(op->body, input.get());
+      bool reused = false;
+      for (auto& iv : op->axis) reused |= iv.extent() > 1 && !used.count(iv.var().get());
+      if (reused) out.emplace_back(input, dim);
+    }
   }
   return out;
 }
 
 // Order of the register block's loops (the innermost tile level, unrolled into straight
-// code): the vector axis stays last, and just before it come the axes that index the input
+// code): the vector axis last, and just before it come the axes that index the input
 // with the fewest distinct values in the block. Those values then stay in registers while
 // the outer block loops visit each value of the other input once. In the other order
 // LLVM keeps the larger set live (e.g. every broadcast input pixel across the weight
 // vectors of a convolution) and spills: half the speed on a 3x3 conv2d.
 std::vector<size_t> register_block_order(const OperationNode* op, const std::vector<std::vector<int64_t>>& factors,
-                                         int lanes) {
+                                         size_t vector, int lanes) {
   size_t n = op->axis.size();
   std::set<const ExprNode*> live;
   int64_t fewest = 0;
@@ -58,13 +95,15 @@ std::vector<size_t> register_block_order(const OperationNode* op, const std::vec
     auto used = index_vars(op->body, input.get());
     int64_t values = 1;
     for (size_t d = 0; d < n; ++d)
-      if (used.count(op->axis[d].var().get())) values *= d + 1 == n ? (factors[d][2] + lanes - 1) / lanes : factors[d][2];
+      if (used.count(op->axis[d].var().get()))
+        values *= d == vector ? (factors[d][2] + lanes - 1) / lanes : factors[d][2];
     if (fewest == 0 || values < fewest) fewest = values, live = used;
   }
   std::vector<size_t> order, inner;
-  for (size_t d = 0; d + 1 < n; ++d) (live.count(op->axis[d].var().get()) ? inner : order).push_back(d);
+  for (size_t d = 0; d < n; ++d)
+    if (d != vector) (live.count(op->axis[d].var().get()) ? inner : order).push_back(d);
   order.insert(order.end(), inner.begin(), inner.end());
-  order.push_back(n - 1);
+  order.push_back(vector);
   return order;
 }
 
@@ -158,6 +197,14 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
   auto tile = [&](const std::string& m, const std::string& outer, bool micro) {
     Operation keep = s.state().stage(m).op;  // pack replaces the stage's op; keep this one alive
     const OperationNode* op = keep.get();
+    // The vector axis: the last, or one that reads weights in another dimension (drawn).
+    // The output's layout is the caller's, so its stores stay along its last axis.
+    size_t v = op->axis.size() - 1;
+    if (!s.state().is_output(m)) {
+      std::vector<size_t> options = vector_axis_options(op, constants_);
+      if (!options.empty())
+        if (int64_t pick = tr.choice(int64_t(options.size()) + 1)) v = options[size_t(pick - 1)];
+    }
     std::vector<std::vector<int64_t>> sf, rf;
     std::vector<std::vector<std::string>> sl, rl;
     // The innermost level (S3) of all spatial axes is the block of accumulators that the
@@ -174,7 +221,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     for (int attempt = 0;; ++attempt) {
       sf.clear();
       for (size_t d = 0; d < op->axis.size(); ++d) {
-        bool last = d + 1 == op->axis.size();
+        bool last = d == v;
         int64_t extent = op->axis[d].extent();
         // Rows of two vectors are preferred where they fit: each broadcast input value then
         // feeds twice the FMAs (the hand-written AVX2 kernels' 16-lane rows). On znver3, 8
@@ -184,8 +231,8 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
         sf.push_back(tr.tile(extent, 3, last ? 2 * lanes : 16, last ? prefer : 0));
         if (micro) sf.back()[1] = 1;
       }
-      int64_t regs = (sf.back()[2] + lanes - 1) / lanes;
-      for (size_t d = 0; d + 1 < sf.size(); ++d) regs *= sf[d][2];
+      int64_t regs = (sf[v][2] + lanes - 1) / lanes;
+      for (size_t d = 0; d < sf.size(); ++d) regs *= d == v ? 1 : sf[d][2];
       int64_t block = w_.dtype.bytes();
       for (auto& f : sf) block *= f[0] * f[1] * f[2];
       bool fits = outer.empty() || block <= kMaxLocalBlockBytes;
@@ -193,15 +240,26 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       tr.rewind(mark);
     }
     for (auto& iv : op->reduce_axis) rf.push_back(tr.tile(iv.extent(), 1, 64));
-    // Inputs read along the vector axis with a long row stride: copy them into blocks of
-    // the innermost one or two tile levels, so the inner loops stream through memory.
-    for (auto& [input, dim] : packable_inputs(op, lanes)) {
+    // Inputs read along the vector axis (see blockable_inputs): copied into blocks of the
+    // innermost one or two tile levels of that axis.
+    for (auto& [input, dim] : blockable_inputs(op, op->axis[v].var(), lanes, constants_)) {
       int64_t pick = tr.choice(3);  // 0: read in place; 1: block = S3; 2: block = S2*S3
       if (pick == 0) continue;
-      int64_t block = std::min(input->shape[dim], pick == 1 ? sf.back()[2] : sf.back()[1] * sf.back()[2]);
+      int64_t block = std::min(input->shape[size_t(dim)], pick == 1 ? sf[v][2] : sf[v][1] * sf[v][2]);
       if (block < lanes) continue;  // a block narrower than a vector gains nothing
+      if (constants_.count(input->name) && !input->is_compute()) {
+        s.rewrite_layout(Tensor(input), dim, block);
+        continue;
+      }
       std::string packed = s.pack(Tensor(input), {s.tensor(m)}, dim, block).name();
       simple_root(packed, true);
+    }
+    if (v + 1 != op->axis.size()) {  // the accumulators: whole vectors along v
+      std::vector<Axis> storage;
+      for (size_t d = 0; d < op->axis.size(); ++d)
+        if (d != v) storage.push_back(op->axis[d].name());
+      storage.push_back(op->axis[v].name());
+      s[m].reorder_storage(storage);
     }
     for (size_t d = 0; d < op->axis.size(); ++d) sl.push_back(multi_split(s, m, op->axis[d].name(), sf[d]));
     for (size_t r = 0; r < op->reduce_axis.size(); ++r) rl.push_back(multi_split(s, m, op->reduce_axis[r].name(), rf[r]));
@@ -211,7 +269,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     for (auto& r : rl) order.push_back(r[0]);
     for (auto& x : sl) order.push_back(x[2]);
     for (auto& r : rl) order.push_back(r[1]);
-    for (size_t d : register_block_order(op, sf, lanes)) order.push_back(sl[d][3]);
+    for (size_t d : register_block_order(op, sf, v, lanes)) order.push_back(sl[d][3]);
     s[m].reorder(order);
     if (!outer.empty()) {
       // The consumer follows the two outer tile levels; m is computed at level 1 or 2.
@@ -238,12 +296,13 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       for (auto& x : sl) s0.push_back(x[0]);
       parallel_outer(m, s0);
     }
-    std::string vec = sl.back()[3];
+    std::string vec = sl[v][3];
     if (axis_extent(s, m, vec) > 1) s[m].vectorize(vec);
     unroll_pragma(m);
     if (micro) {
       std::vector<std::string> block;
-      for (size_t d = 0; d + 1 < sl.size(); ++d) block.push_back(sl[d][3]);
+      for (size_t d = 0; d < sl.size(); ++d)
+        if (d != v) block.push_back(sl[d][3]);
       unroll_micro_kernel(s, m, block, vec, rl.empty() ? "" : rl.back()[1], lanes);
     }
   };

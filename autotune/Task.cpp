@@ -1,4 +1,5 @@
 // Workloads (what to tune), their keys, and the target description.
+#include <algorithm>
 #include <sstream>
 #include <thread>
 
@@ -23,6 +24,13 @@ std::string Workload::hash() const {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
   return buf;
+}
+
+Schedule default_schedule(const Workload& w, const Target& target) {
+  std::vector<Tensor> constants;
+  for (auto& t : w.args)
+    if (std::find(w.constants.begin(), w.constants.end(), t.name()) != w.constants.end()) constants.push_back(t);
+  return ops::default_schedule(w.outputs, target, constants);
 }
 
 std::map<std::string, int64_t> parse_shape(const std::string& text) {
@@ -51,6 +59,7 @@ struct OpDef {
   std::map<std::string, int64_t> defaults;
   std::vector<std::string> required;
   void (*make)(Workload& w);
+  std::vector<std::string> flags = {};  // 0/1 parameters (default 0) that are in the key only when set
 };
 
 int64_t get(const Workload& w, const char* k) { return w.shape.at(k); }
@@ -61,6 +70,7 @@ void make_matmul(Workload& w) {
   Tensor C = ops::matmul(A, B);
   w.args = {A, B, C};
   w.outputs = {C};
+  if (w.shape.count("const_b") && get(w, "const_b")) w.constants = {"B"};
   w.flops = 2.0 * get(w, "M") * get(w, "N") * get(w, "K");
 }
 
@@ -71,6 +81,7 @@ void make_dense(Workload& w) {
   Tensor Y = ops::dense(X, W, b, get(w, "relu") ? ops::Activation::Relu : ops::Activation::None);
   w.args = {X, W, b, Y};
   w.outputs = {Y};
+  w.constants = {"W"};
   w.flops = 2.0 * get(w, "M") * get(w, "N") * get(w, "K");
 }
 
@@ -80,6 +91,7 @@ void make_batch_matmul(Workload& w) {
   Tensor C = ops::batch_matmul(A, B);
   w.args = {A, B, C};
   w.outputs = {C};
+  if (w.shape.count("const_b") && get(w, "const_b")) w.constants = {"Bm"};
   w.flops = 2.0 * get(w, "B") * get(w, "M") * get(w, "N") * get(w, "K");
 }
 
@@ -116,6 +128,7 @@ void make_conv2d_in(Workload& w, bool nhwc) {
   args.push_back(out);
   w.args = args;
   w.outputs = {out};
+  w.constants = {"Wt"};
   w.flops = conv_flops(w, Y, get(w, "C") / p.groups);
   w.layout = nhwc ? "NHWC" : "NCHW";
 }
@@ -143,6 +156,7 @@ void make_depthwise(Workload& w) {
   Tensor Wt = placeholder({get(w, "C") * get(w, "M"), 1, get(w, "R"), get(w, "S")}, w.dtype, "Wt");
   Tensor Y = ops::depthwise_conv2d_nchw(X, Wt, p, "dwconv");
   w.args = {X, Wt, Y};
+  w.constants = {"Wt"};
   w.outputs = {Y};
   w.flops = conv_flops(w, Y, 1);
   w.layout = "NCHW";
@@ -180,9 +194,11 @@ void make_max_pool(Workload& w) {
 
 const std::vector<OpDef>& registry() {
   static const std::vector<OpDef> ops = {
-      {"matmul", "M, N, K", {}, {"M", "N", "K"}, make_matmul},
+      {"matmul", "M, N, K; const_b=0 (B constant between calls)", {{"const_b", 0}}, {"M", "N", "K"}, make_matmul,
+       {"const_b"}},
       {"dense", "M, N, K; relu=1 (with bias)", {{"relu", 1}}, {"M", "N", "K"}, make_dense},
-      {"batch_matmul", "B, M, N, K", {}, {"B", "M", "N", "K"}, make_batch_matmul},
+      {"batch_matmul", "B, M, N, K; const_b=0 (Bm constant between calls)", {{"const_b", 0}}, {"B", "M", "N", "K"},
+       make_batch_matmul, {"const_b"}},
       {"conv2d", "N, C, H, W, K, R, S; stride=1, pad=0, dilation=1, groups=1, bias_relu=0 (NCHW)",
        {{"stride", 1}, {"pad", 0}, {"dilation", 1}, {"groups", 1}, {"bias_relu", 0}, {"N", 1}},
        {"C", "H", "W", "K", "R", "S"}, make_conv2d},
@@ -230,6 +246,10 @@ Workload make_workload(const std::string& op, const std::map<std::string, int64_
   }
   for (auto& r : def->required)
     TESSEL_USER_CHECK(w.shape.count(r), op, ": shape parameter '", r, "' is missing; its parameters are: ", def->params);
+  for (auto& f : def->flags) {
+    TESSEL_USER_CHECK(w.shape[f] == 0 || w.shape[f] == 1, op, ": ", f, " is 0 or 1, got ", w.shape[f]);
+    if (w.shape[f] == 0) w.shape.erase(f);  // keys of workloads that leave it unset stay as they were
+  }
   def->make(w);
   return w;
 }

@@ -212,7 +212,7 @@ class Tuner {
     t.result.estimated = t.measurer->estimates();
     t.result.device = opts_.target.device;
     Candidate c;
-    c.steps = ops::default_schedule(t.w.outputs, opts_.target).steps();
+    c.steps = default_schedule(t.w, opts_.target).steps();
     c.key = steps_to_json(c.steps);
     auto known = std::find_if(t.measured.begin(), t.measured.end(), [&](auto& m) { return m.cand.key == c.key; });
     double s = INFINITY;

@@ -28,7 +28,7 @@ namespace {
 std::string source(const std::string& log, const Workload& w) {
   auto best = best_schedule(log, w, Target::host(), /*stand_in=*/true);
   if (!best) return "none";
-  bool dflt = steps_to_json(best->steps) == steps_to_json(ops::default_schedule(w.outputs).steps());
+  bool dflt = steps_to_json(best->steps) == steps_to_json(autotune::default_schedule(w).steps());
   return std::string(dflt ? "default" : "search") +
          (best->target_key == Target::host().key() ? "" : " on " + best->target_key);
 }
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
     bool found = false;
     Module tuned = build_best(log, w, Target::host(), &found);
     kernels.push_back({found, ", \"tuned_from\": \"" + source(log, w) + "\"", tuned,
-                       build(ops::default_schedule(w.outputs), w.args), bench::make_args(w)});
+                       build(autotune::default_schedule(w), w.args), bench::make_args(w)});
     return kernels.back();
   };
   auto impls = [](const Kernels& k) {

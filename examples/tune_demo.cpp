@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   // Deploy side: only the log file and the workload.
   bool found = false;
   Module tuned = build_best(log, w, Target::host(), &found);
-  Module dflt = build(ops::default_schedule(w.outputs), w.args);
+  Module dflt = build(autotune::default_schedule(w), w.args);
   std::vector<Buffer> args;
   for (auto& t : w.args) args.emplace_back(t.shape(), t.dtype()), args.back().fill_random(3);
   double st = seconds(tuned, args), sd = seconds(dflt, args);

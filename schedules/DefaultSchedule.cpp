@@ -304,11 +304,55 @@ void schedule_register_block(Schedule& s, const std::string& acc, const std::vec
   a.vectorize(vi);
 }
 
-// Convolution in NCHW: each thread of the parallel loop over (n, k block, output row)
-// accumulates kb output channels x one vector of output columns in registers; the input
-// row segment is one contiguous vector load reused by the kb channels, each weight one
-// broadcast reused by the vector. The padded input is its own stage.
-void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& acc, int lanes) {
+// Convolution in NCHW, blocked: the output channels are the vector, as in NHWC and NCHWc.
+// The weights are read blocked by kb channels, [K/kb][C][R][S][kb] (rewritten once when
+// they are constant, else packed on each call: one pass over them, against 2 x OH x OW
+// FMAs per weight). A block of `reg` output columns x kb channels accumulates in
+// registers, stored channels innermost; each input value is one broadcast, whatever the
+// stride. The block is then copied out to the caller's NCHW rows. Channel counts that are
+// not a multiple of the vector keep the columns as the vector (schedule_conv_nchw_columns).
+// A depthwise convolution (`depthwise`) reads one input channel per output channel: its
+// padded input is packed into blocks of kb channels too, so that it loads as vectors.
+void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& acc, int lanes, bool constant,
+                        bool depthwise) {
+  const OperationNode* op = op_of(s, out);
+  int64_t K = op->shape[1], OW = op->shape[3];
+  int64_t kb = K % (2 * lanes) == 0 && !depthwise ? 2 * lanes : lanes;
+  int64_t reg = std::min<int64_t>(OW, kb == 2 * lanes ? 6 : 12);  // 12 of AVX2's 16 registers
+  Operation keep = op_of(s, acc)->inputs()[1];  // packing rewrites the accumulator's op
+  Tensor W(keep), X(op_of(s, acc)->inputs()[0]);
+  if (constant) {
+    s.rewrite_layout(W, 0, kb);
+  } else {
+    Stage p = s[s.pack(W, {s.tensor(acc)}, 0, kb)];
+    p.parallel(p.leaf_axes()[0]);
+  }
+  if (depthwise) {
+    if (!X.is_placeholder()) s[X].compute_inline();  // the padding, into the packing copy
+    Stage p = s[s.pack(X, {s.tensor(acc)}, 1, kb)];
+    auto a = p.leaf_axes();  // channel block, n, y, x, channel
+    p.parallel(p.fuse({a[0], a[1], a[2]}));
+  }
+  Stage o = s[out];
+  auto axes = o.leaf_axes();  // n, k, y, x
+  auto [ko, ki] = o.split(axes[1], kb);
+  auto [xo, xi] = o.split(axes[3], reg);
+  o.reorder({axes[0], ko, axes[2], xo, ki, xi});
+  o.parallel(o.fuse({axes[0], ko, axes[2]}));
+  o.vectorize(xi);
+  s[acc].compute_at(o, xo);
+  auto a = s[acc].leaf_axes();  // n, k, y, x, then the reduction
+  s[acc].reorder_storage({a[0], a[2], a[3], a[1]});
+  schedule_register_block(s, acc, {0, 2}, 3, 1, kb);
+  if (depthwise)  // unrolled with the columns, the window's overlapping input loads are shared
+    for (auto& r : op_of(s, acc)->reduce_axis) s[acc].unroll(r.name());
+}
+
+// Convolution in NCHW with the columns as the vector: each thread of the parallel loop
+// over (n, k block, output row) accumulates kb output channels x one vector of output
+// columns in registers; the input row segment is one contiguous vector load reused by the
+// kb channels, each weight one broadcast reused by the vector.
+void schedule_conv_nchw_columns(Schedule& s, const std::string& out, const std::string& acc, int lanes) {
   const OperationNode* op = op_of(s, out);
   int64_t K = op->shape[1], OW = op->shape[3];
   // kb accumulators of one vector each, kb dividing K and the vector dividing OW: a guarded
@@ -375,8 +419,14 @@ void schedule_depthwise(Schedule& s, const std::string& out, const std::string& 
 
 }  // namespace
 
-Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& target) {
+Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& target,
+                          const std::vector<Tensor>& constants) {
   if (target.is_gpu()) return gpu_default_schedule(outputs, target);
+  auto constant = [&](const OperationNode* input) {
+    for (auto& c : constants)
+      if (c.name() == input->name && input->kind == OperationNode::Placeholder) return true;
+    return false;
+  };
   Schedule s(outputs);
   std::vector<std::string> names = s.stage_names();
   // Consumers first, so a producer knows whether it was fused into its consumer.
@@ -420,8 +470,11 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
         acc = s.cache_write(s.tensor(name), "local").name();
       }
       int lanes = std::max(4, target.vector_bytes / op->dtype.bytes());
-      if (depthwise) schedule_depthwise(s, out, acc, lanes);
-      else if (layout == "NCHW") schedule_conv_nchw(s, out, acc, lanes);
+      bool blocked = op->shape[1] % lanes == 0 && (!depthwise || op->inputs()[0]->shape[1] == op->shape[1]);
+      if ((layout == "NCHW" || depthwise) && blocked)
+        schedule_conv_nchw(s, out, acc, lanes, constant(op->inputs()[1].get()), depthwise);
+      else if (depthwise) schedule_depthwise(s, out, acc, lanes);
+      else if (layout == "NCHW") schedule_conv_nchw_columns(s, out, acc, lanes);
       else if (layout == "NHWC") schedule_conv_nhwc(s, out, acc, lanes);
       else if (nchwc) schedule_conv_nchwc(s, out, acc);
       else schedule_gemm(s, out, acc);

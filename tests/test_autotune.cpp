@@ -101,6 +101,9 @@ INSTANTIATE_TEST_SUITE_P(Autotune, Space,
                                            SpaceCase{"conv2d", "C=8,H=9,W=9,K=16,R=3,S=3,pad=1", 3, 16},
                                            SpaceCase{"conv2d", "C=8,H=9,W=9,K=16,R=3,S=3,pad=1,bias_relu=1", 2, 16},
                                            SpaceCase{"conv2d_nchwc", "C=16,H=7,W=7,K=32,R=3,S=3,pad=1", 3, 16},
+                                           SpaceCase{"conv2d_nhwc", "C=8,H=9,W=9,K=24,R=3,S=3,pad=1,stride=2", 3, 16},
+                                           SpaceCase{"depthwise_conv2d", "C=24,H=9,W=9,R=3,S=3,pad=1,stride=2", 3, 16},
+                                           SpaceCase{"dense", "M=9,N=40,K=24", 2, 16},
                                            SpaceCase{"softmax", "rows=6,cols=100", 1, 12},
                                            SpaceCase{"layer_norm", "rows=5,cols=48", 1, 12},
                                            SpaceCase{"max_pool2d", "C=4,H=9,W=9,R=3,stride=2,pad=1", 1, 4}));
@@ -124,6 +127,40 @@ TEST(Autotune, GemmSpacePacksTheStridedOperandIntoBlocks) {
   auto packed = samples_with_step(space, 7, R"(["pack","B",)", 3, 40);
   for (auto& c : packed) ASSERT_LE(error_vs_default(w, c.steps), 1e-3) << c.key;
   EXPECT_EQ(packed.size(), 3u);
+}
+
+TEST(Autotune, ConstantOperandsAreRewrittenIntoBlockedLayouts) {
+  // Weights (and a matmul's B marked constant) may be stored blocked along the vector axis,
+  // prepared once outside the kernel; in NCHW and depthwise convolutions the vector axis
+  // may then be the channels, with the accumulators stored channels innermost. Every such
+  // candidate replays and gives the reference answer, tails included.
+  struct Case {
+    const char* op;
+    const char* shape;
+    const char* input;
+  };
+  for (Case c : {Case{"conv2d", "C=6,H=11,W=11,K=24,R=3,S=3,pad=1,stride=2", "Wt"},
+                 Case{"conv2d", "C=8,H=7,W=7,K=20,R=1,S=1,bias_relu=1", "Wt"},
+                 Case{"conv2d_nhwc", "C=8,H=9,W=9,K=40,R=3,S=3,pad=1", "Wt"},
+                 Case{"depthwise_conv2d", "C=24,H=9,W=9,R=3,S=3,pad=1,stride=2", "Wt"},
+                 Case{"dense", "M=9,N=40,K=24", "W"}, Case{"matmul", "M=9,N=40,K=24,const_b=1", "B"},
+                 Case{"batch_matmul", "B=2,M=5,N=24,K=8,const_b=1", "Bm"}}) {
+    Workload w = make_workload(c.op, parse_shape(c.shape));
+    SearchSpace space(w, Target::host());
+    auto rewritten = samples_with_step(space, 3, std::string(R"(["rewrite_layout",")") + c.input + "\"", 4, 200);
+    EXPECT_EQ(rewritten.size(), 4u) << c.op << " " << c.shape;
+    std::mt19937_64 rng(9);
+    for (auto& cand : rewritten) {
+      ASSERT_EQ(space.replay(cand.decisions, rng).key, cand.key);
+      ASSERT_LE(error_vs_default(w, cand.steps), 1e-3) << c.op << ": " << cand.key;
+      Candidate mut = space.mutate(cand, rng);
+      ASSERT_LE(error_vs_default(w, mut.steps), 1e-3) << c.op << ": " << mut.key;
+    }
+  }
+  // Without the flag a matmul's B is an input like any other: packed per call, never rewritten.
+  Workload plain = make_workload("matmul", parse_shape("M=9,N=40,K=24"));
+  EXPECT_TRUE(samples_with_step(SearchSpace(plain, Target::host()), 3, "rewrite_layout", 1, 100).empty());
+  EXPECT_EQ(plain.key(), "matmul[K=24,M=9,N=40]float32");
 }
 
 TEST(Autotune, MicroKernelSketchUnrollsItsBlockAndInnermostReduction) {
@@ -613,6 +650,39 @@ TEST(Autotune, LookupChoosesByTheFinalsElseBySlowestMeasurement) {
   ASSERT_TRUE(best.has_value());
   EXPECT_EQ(steps_to_json(best->steps), steps_to_json(p.steps));
   EXPECT_DOUBLE_EQ(best->seconds, 1.0e-3);
+}
+
+TEST(Autotune, RecordWithALayoutRewriteRebuildsFromTheUsersWeights) {
+  // The best record rewrites the weights' layout: build_best's Module takes them as the
+  // user has them (OIHW), prepares the blocked copy once and gives the reference answer.
+  // A record of the same workload without a rewrite (as logs before rewriting were) still
+  // loads and builds.
+  Workload w = make_workload("conv2d", parse_shape("C=6,H=11,W=11,K=24,R=3,S=3,pad=1,stride=2"));
+  SearchSpace space(w, Target::host());
+  auto rewritten = samples_with_step(space, 3, R"(["rewrite_layout","Wt")", 1, 200);
+  auto plain = samples_with_step(space, 4, R"(["split","conv")", 1, 10);
+  ASSERT_EQ(rewritten.size(), 1u);
+  ASSERT_EQ(plain.size(), 1u);
+  ASSERT_EQ(plain[0].key.find("rewrite_layout"), std::string::npos);
+  std::vector<Buffer> inputs{ref::random(w.args[0].shape(), 1), ref::random(w.args[1].shape(), 2)};
+  Buffer want = ref::run(ops::default_schedule(w.outputs), w.args, inputs)[0];
+  for (const Candidate* c : {&rewritten[0], &plain[0]}) {
+    std::string path = tmp("rewrite.json");
+    {
+      Record r = make_record(w, Target::host());
+      r.steps = c->steps;
+      r.costs = {1e-3};
+      LogWriter(path).append(r);
+    }
+    bool found = false;
+    Module m = build_best(path, w, Target::host(), &found);
+    EXPECT_TRUE(found);
+    EXPECT_EQ(m.layout_rewrites().size(), c == &rewritten[0] ? 1u : 0u);
+    EXPECT_EQ(m.args()[1].shape, w.args[1].shape());  // the user's layout
+    Buffer y(w.args.back().shape(), float32);
+    m({inputs[0], inputs[1], y});
+    EXPECT_LE(max_relative_error(y, want), 1e-4);
+  }
 }
 
 TEST(Autotune, LookupRoundTripsThroughAFileInANewProcess) {

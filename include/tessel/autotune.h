@@ -26,12 +26,17 @@ struct Workload {
   std::string layout;                    // "NCHW16c" for blocked convolutions, else ""
   std::vector<Tensor> args;              // inputs, then outputs
   std::vector<Tensor> outputs;
+  // Inputs that stay constant between calls (the weights, at inference): the CPU search
+  // may store them in a blocked layout that the built Module prepares once (rewrite_layout).
+  std::vector<std::string> constants;
   double flops = 0;
   std::string key() const;               // "conv2d[C=64,H=56,...]float32/NCHW16c"
   std::string hash() const;              // 16 hex digits of the key
 };
 
 // Library operators by name; `shape` names their parameters (tune --list-ops prints them).
+// The weights of conv2d, depthwise_conv2d and dense are constants; the right-hand side of
+// matmul and batch_matmul is one with const_b=1.
 Workload make_workload(const std::string& op, const std::map<std::string, int64_t>& shape, DType dtype = float32);
 // Operators make_workload knows, with their parameters and defaults.
 std::vector<std::pair<std::string, std::string>> list_ops();
@@ -39,6 +44,8 @@ std::vector<std::pair<std::string, std::string>> list_ops();
 Workload custom_workload(const std::string& name, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& outputs, double flops = 0,
                          const std::map<std::string, int64_t>& shape = {});
+// The default schedule of a workload (ops::default_schedule, its constants rewritten).
+Schedule default_schedule(const Workload& w, const Target& target = Target::host());
 // Parses "M=1024,N=1024,K=1024"; throws tessel::Error naming the bad item.
 std::map<std::string, int64_t> parse_shape(const std::string& text);
 

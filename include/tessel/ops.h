@@ -94,7 +94,10 @@ Tensor cast(const Tensor& X, DType t, const std::string& name = "cast");
 // GEMM-like stages and convolutions are tiled over thread blocks with their operands
 // staged in shared memory and a register tile per thread, reductions over rows (softmax,
 // layer norm) are cross-thread reductions, and element-wise stages run a thread per
-// element (GpuSchedule.cpp).
-Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& target = Target::host());
+// element (GpuSchedule.cpp). `constants` are inputs that stay the same between calls (the
+// weights, at inference): CPU convolutions read them in a blocked layout that the built
+// Module prepares once (Schedule::rewrite_layout); other weights are blocked on each call.
+Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& target = Target::host(),
+                          const std::vector<Tensor>& constants = {});
 
 }  // namespace tessel::ops
