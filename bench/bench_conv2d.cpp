@@ -121,6 +121,8 @@ int main(int argc, char** argv) {
                             {"im2col-openblas", im2col_gemm}};
       for (auto& [impl, sec] : bench::time_interleaved(impls)) report.add(shape, impl, t, flops / sec / 1e9);
     }
+    std::printf("{\"bench\": \"conv2d\", \"shape\": \"%s\", \"impl\": \"tessel-nchw\", \"weight_rewrite_ms\": %.3f}\n",
+                shape.c_str(), mc.prepare_seconds() * 1e3);
   }
   // MobileNetV2's depthwise 3x3 layers: Tessel's default schedule in NCHW vs oneDNN's
   // grouped convolution (groups = channels) in its preferred layout.
