@@ -304,6 +304,20 @@ void schedule_register_block(Schedule& s, const std::string& acc, const std::vec
   a.vectorize(vi);
 }
 
+// The output of an NCHW convolution in blocks of kb channels x xb columns, parallel over
+// (image, channel block, row), the columns in vector lanes; the accumulator is computed
+// at each block.
+void block_nchw_output(Schedule& s, const std::string& out, const std::string& acc, int64_t kb, int64_t xb) {
+  Stage o = s[out];
+  auto axes = o.leaf_axes();  // n, k, y, x
+  auto [ko, ki] = o.split(axes[1], kb);
+  auto [xo, xi] = o.split(axes[3], xb);
+  o.reorder({axes[0], ko, axes[2], xo, ki, xi});
+  o.parallel(o.fuse({axes[0], ko, axes[2]}));
+  o.vectorize(xi);
+  s[acc].compute_at(o, xo);
+}
+
 // Convolution in NCHW, blocked: the output channels are the vector, as in NHWC and NCHWc.
 // The weights are read blocked by kb channels, [K/kb][C][R][S][kb] (rewritten once when
 // they are constant, else packed on each call: one pass over them, against 2 x OH x OW
@@ -333,14 +347,7 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
     auto a = p.leaf_axes();  // channel block, n, y, x, channel
     p.parallel(p.fuse({a[0], a[1], a[2]}));
   }
-  Stage o = s[out];
-  auto axes = o.leaf_axes();  // n, k, y, x
-  auto [ko, ki] = o.split(axes[1], kb);
-  auto [xo, xi] = o.split(axes[3], reg);
-  o.reorder({axes[0], ko, axes[2], xo, ki, xi});
-  o.parallel(o.fuse({axes[0], ko, axes[2]}));
-  o.vectorize(xi);
-  s[acc].compute_at(o, xo);
+  block_nchw_output(s, out, acc, kb, reg);
   auto a = s[acc].leaf_axes();  // n, k, y, x, then the reduction
   s[acc].reorder_storage({a[0], a[2], a[3], a[1]});
   schedule_register_block(s, acc, {0, 2}, 3, 1, kb);
@@ -358,14 +365,7 @@ void schedule_conv_nchw_columns(Schedule& s, const std::string& out, const std::
   // kb accumulators of one vector each, kb dividing K and the vector dividing OW: a guarded
   // partial block (of channels, or masked lanes) costs more than a smaller block.
   int64_t kb = divisor_at_most(K, 8), vw = divisor_at_most(OW, lanes);
-  Stage o = s[out];
-  auto axes = o.leaf_axes();  // n, k, y, x
-  auto [ko, ki] = o.split(axes[1], kb);
-  auto [xo, xi] = o.split(axes[3], vw);
-  o.reorder({axes[0], ko, axes[2], xo, ki, xi});
-  o.parallel(o.fuse({axes[0], ko, axes[2]}));
-  o.vectorize(xi);
-  s[acc].compute_at(o, xo);
+  block_nchw_output(s, out, acc, kb, vw);
   schedule_register_block(s, acc, {0, 2}, 1, 3, vw);
 }
 

@@ -84,7 +84,10 @@ TEST_P(Conv2d, NchwMatchesLoops) {
   Tensor W = placeholder({c.K, c.C / c.p.groups, c.R, c.S}, float32, "W");
   Tensor Y = ops::conv2d_nchw(X, W, c.p);
   Buffer x = ref::random(X.shape(), 7), w = ref::random(W.shape(), 8);
-  ref::expect_close(run_default({X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, c.p));
+  Buffer want = ref::conv2d_nchw(x, w, c.p);
+  ref::expect_close(run_default({X, W, Y}, {x, w})[0], want);
+  // Weights marked constant: read through a rewritten layout, prepared by the Module.
+  ref::expect_close(ref::run(ops::default_schedule({Y}, Target::host(), {W}), {X, W, Y}, {x, w})[0], want);
 }
 
 TEST_P(Conv2d, NhwcMatchesLoops) {
@@ -147,6 +150,18 @@ TEST(Ops, DepthwiseConv2d) {
   Buffer x = ref::random(X.shape(), 1), w = ref::random(W.shape(), 2);
   p.groups = 6;  // a depthwise convolution is a grouped one with groups = C
   ref::expect_close(run_default({X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, p));
+  // Multiplier 1, channels a multiple of the vector: the channel-blocked path, with the
+  // weights packed per call or rewritten once, at stride 1 and 2.
+  for (int64_t stride : {1, 2}) {
+    ops::Conv2dParams q{stride, stride, 1, 1, 1, 1, 1};
+    Tensor X2 = placeholder({1, 24, 11, 11}, float32, "X"), W2 = placeholder({24, 1, 3, 3}, float32, "W");
+    Tensor Y2 = ops::depthwise_conv2d_nchw(X2, W2, q);
+    Buffer x2 = ref::random(X2.shape(), 3), w2 = ref::random(W2.shape(), 4);
+    q.groups = 24;
+    Buffer want = ref::conv2d_nchw(x2, w2, q);
+    ref::expect_close(run_default({X2, W2, Y2}, {x2, w2})[0], want);
+    ref::expect_close(ref::run(ops::default_schedule({Y2}, Target::host(), {W2}), {X2, W2, Y2}, {x2, w2})[0], want);
+  }
 }
 
 TEST(Ops, Pooling) {
