@@ -304,6 +304,24 @@ void schedule_register_block(Schedule& s, const std::string& acc, const std::vec
   a.vectorize(vi);
 }
 
+// Whether a convolution reads its input's columns at a stride: its last index multiplies
+// the output column by a constant.
+bool strided_columns(const OperationNode* op) {
+  const Expr& x = op->axis.back().var();
+  bool strided = false;
+  visit_exprs(op->body, [&](const Expr& e) {
+    const TensorLoad* l = e.as<TensorLoad>();
+    if (!l || l->op.get() != op->inputs()[0].get()) return;
+    visit_exprs(l->indices.back(), [&](const Expr& i) {
+      const Mul* m = i.as<Mul>();
+      if (!m) return;
+      const IntImm* k = (m->a.same_as(x) ? m->b : m->b.same_as(x) ? m->a : Expr()).as<IntImm>();
+      strided |= k && k->value > 1;
+    });
+  });
+  return strided;
+}
+
 // The output of an NCHW convolution in blocks of kb channels x xb columns, parallel over
 // (image, channel block, row), the columns in vector lanes; the accumulator is computed
 // at each block.
@@ -470,7 +488,10 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
         acc = s.cache_write(s.tensor(name), "local").name();
       }
       int lanes = std::max(4, target.vector_bytes / op->dtype.bytes());
-      bool blocked = op->shape[1] % lanes == 0 && (!depthwise || op->inputs()[0]->shape[1] == op->shape[1]);
+      // Depthwise: the channel-blocked path packs the input on each call, which costs more
+      // than it saves at stride 1, where the columns load as whole vectors anyway.
+      bool blocked = op->shape[1] % lanes == 0 &&
+                     (!depthwise || (op->inputs()[0]->shape[1] == op->shape[1] && strided_columns(op)));
       if ((layout == "NCHW" || depthwise) && blocked)
         schedule_conv_nchw(s, out, acc, lanes, constant(op->inputs()[1].get()), depthwise);
       else if (depthwise) schedule_depthwise(s, out, acc, lanes);
