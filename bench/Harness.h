@@ -71,6 +71,7 @@ class Report {
   explicit Report(std::string bench, int planned_passes = 1)
       : bench_(std::move(bench)), planned_passes_(planned_passes), passes_(1) {}
   void next_pass() { passes_.emplace_back(); }
+  const std::string& name() const { return bench_; }
   void add(const std::string& shape, const std::string& impl, int threads, double gflops,
            const std::string& extra = "") {
     std::string pass = planned_passes_ > 1 ? ", \"pass\": " + std::to_string(passes_.size()) : "";

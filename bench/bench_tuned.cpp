@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
   }
   std::printf("{\"bench\": \"tuned\", \"info\": \"openblas core %s, cpu %s, logs %s, passes %d\"}\n",
               openblas_get_corename(), host_cpu_name().c_str(), dir.c_str(), passes);
-  bench::Report gemm("gemm", passes), conv("conv2d", passes);
+  bench::Report gemm("gemm", passes);
+  std::deque<bench::Report> convs;  // one per layer list: conv2d (NCHW16c), conv2d_nchw
   std::deque<Kernels> kernels;  // a deque: cases keep references into it
   std::vector<Case> cases;
   // The tuned (when the log has a record) and default kernels of workload w.
@@ -114,60 +115,72 @@ int main(int argc, char** argv) {
     dnnl::memory src, wei, dst;
   };
   std::deque<Onednn> onednn;
-  std::ifstream list(dir + "/resnet50_conv2d.txt");
-  for (std::string line; std::getline(list, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::stringstream ss(line);
-    std::string op, shape_text;
-    ss >> op >> shape_text;
-    Workload w = make_workload(op, parse_shape(shape_text));
-    auto& s = w.shape;
-    std::string shape = "N=1,C=" + std::to_string(s["C"]) + ",H=" + std::to_string(s["H"]) + ",W=" +
-                        std::to_string(s["W"]) + ",K=" + std::to_string(s["K"]) + ",R=" + std::to_string(s["R"]) +
-                        ",S=" + std::to_string(s["S"]) + ",stride=" + std::to_string(s["stride"]) +
-                        ",pad=" + std::to_string(s["pad"]);
-    std::string log = dir + "/resnet50_conv2d.json";
-    Kernels& k = add_kernels(w, log);
-    int64_t OH = (s["H"] + 2 * s["pad"] - s["R"]) / s["stride"] + 1;
-    using dt = dnnl::memory::data_type;
-    using tag = dnnl::memory::format_tag;
-    auto desc = dnnl::convolution_forward::desc(
-        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-        dnnl::memory::desc({1, s["C"], s["H"], s["W"]}, dt::f32, tag::any),
-        dnnl::memory::desc({s["K"], s["C"], s["R"], s["S"]}, dt::f32, tag::any),
-        dnnl::memory::desc({1, s["K"], OH, OH}, dt::f32, tag::any), {s["stride"], s["stride"]}, {s["pad"], s["pad"]},
-        {s["pad"], s["pad"]});
-    for (int t : {1, 2}) {
-      // oneDNN plans its work for the thread count current when the primitive is made.
-      omp_set_num_threads(t);
-      auto pd = dnnl::convolution_forward::primitive_desc(desc, eng);
-      Onednn& o = onednn.emplace_back(Onednn{dnnl::convolution_forward(pd), dnnl::memory(pd.src_desc(), eng),
-                                             dnnl::memory(pd.weights_desc(), eng), dnnl::memory(pd.dst_desc(), eng)});
-      std::fill_n(static_cast<float*>(o.src.get_data_handle()), pd.src_desc().get_size() / 4, 0.5f);
-      std::fill_n(static_cast<float*>(o.wei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
-      Case cs{&conv, shape, t, w.flops, k.tuned_from, impls(k)};
-      cs.impls.push_back({"onednn", [&o, &strm] {
-                            o.prim.execute(strm, {{DNNL_ARG_SRC, o.src}, {DNNL_ARG_WEIGHTS, o.wei}, {DNNL_ARG_DST, o.dst}});
-                            strm.wait();
-                          }});
-      cases.push_back(cs);
+  // ResNet-50's convolutions in the blocked layout, and in the layout users give (NCHW).
+  for (std::string set : {"resnet50_conv2d", "resnet50_conv2d_nchw"}) {
+    bench::Report& conv = convs.emplace_back(set.substr(9), passes);
+    std::ifstream list(dir + "/" + set + ".txt");
+    for (std::string line; std::getline(list, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      std::stringstream ss(line);
+      std::string op, shape_text;
+      ss >> op >> shape_text;
+      Workload w = make_workload(op, parse_shape(shape_text));
+      auto& s = w.shape;
+      std::string shape = "N=1,C=" + std::to_string(s["C"]) + ",H=" + std::to_string(s["H"]) + ",W=" +
+                          std::to_string(s["W"]) + ",K=" + std::to_string(s["K"]) + ",R=" + std::to_string(s["R"]) +
+                          ",S=" + std::to_string(s["S"]) + ",stride=" + std::to_string(s["stride"]) +
+                          ",pad=" + std::to_string(s["pad"]);
+      std::string log = dir + "/" + set + ".json";
+      Kernels& k = add_kernels(w, log);
+      int64_t OH = (s["H"] + 2 * s["pad"] - s["R"]) / s["stride"] + 1;
+      using dt = dnnl::memory::data_type;
+      using tag = dnnl::memory::format_tag;
+      auto desc = dnnl::convolution_forward::desc(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+          dnnl::memory::desc({1, s["C"], s["H"], s["W"]}, dt::f32, tag::any),
+          dnnl::memory::desc({s["K"], s["C"], s["R"], s["S"]}, dt::f32, tag::any),
+          dnnl::memory::desc({1, s["K"], OH, OH}, dt::f32, tag::any), {s["stride"], s["stride"]}, {s["pad"], s["pad"]},
+          {s["pad"], s["pad"]});
+      for (int t : {1, 2}) {
+        // oneDNN plans its work for the thread count current when the primitive is made.
+        omp_set_num_threads(t);
+        auto pd = dnnl::convolution_forward::primitive_desc(desc, eng);
+        Onednn& o = onednn.emplace_back(Onednn{dnnl::convolution_forward(pd), dnnl::memory(pd.src_desc(), eng),
+                                               dnnl::memory(pd.weights_desc(), eng), dnnl::memory(pd.dst_desc(), eng)});
+        std::fill_n(static_cast<float*>(o.src.get_data_handle()), pd.src_desc().get_size() / 4, 0.5f);
+        std::fill_n(static_cast<float*>(o.wei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
+        Case cs{&conv, shape, t, w.flops, k.tuned_from, impls(k)};
+        cs.impls.push_back({"onednn", [&o, &strm] {
+                              o.prim.execute(strm,
+                                             {{DNNL_ARG_SRC, o.src}, {DNNL_ARG_WEIGHTS, o.wei}, {DNNL_ARG_DST, o.dst}});
+                              strm.wait();
+                            }});
+        cases.push_back(cs);
+      }
     }
   }
 
   for (int p = 1; p <= passes; ++p) {
-    if (p > 1) gemm.next_pass(), conv.next_pass();
+    if (p > 1) {
+      gemm.next_pass();
+      for (auto& conv : convs) conv.next_pass();
+    }
     for (auto& c : cases) time_case(c);
-    for (int t : {1, 2})
-      std::printf("{\"bench\": \"conv2d\", \"pass\": %d, \"threads\": %d, \"geomean\": \"tessel-tuned/onednn\", "
-                  "\"value\": %.3f}\n",
-                  p, t, conv.geomean("tessel-tuned", "onednn", t, p));
+    for (auto& conv : convs)
+      for (int t : {1, 2})
+        std::printf("{\"bench\": \"%s\", \"pass\": %d, \"threads\": %d, \"geomean\": \"tessel-tuned/onednn\", "
+                    "\"value\": %.3f}\n",
+                    conv.name().c_str(), p, t, conv.geomean("tessel-tuned", "onednn", t, p));
   }
   gemm.ratio("tessel-tuned", "openblas");
   gemm.ratio("tessel-tuned", "tessel-default");
-  conv.ratio("tessel-tuned", "onednn");
-  conv.ratio("tessel-tuned", "tessel-default");
-  for (int t : {1, 2})
-    std::printf("{\"bench\": \"conv2d\", \"threads\": %d, \"geomean\": \"tessel-tuned/onednn\", \"value\": %.3f}\n", t,
-                conv.geomean("tessel-tuned", "onednn", t));
+  for (auto& conv : convs) {
+    conv.ratio("tessel-tuned", "onednn");
+    conv.ratio("tessel-tuned", "tessel-default");
+  }
+  for (auto& conv : convs)
+    for (int t : {1, 2})
+      std::printf("{\"bench\": \"%s\", \"threads\": %d, \"geomean\": \"tessel-tuned/onednn\", \"value\": %.3f}\n",
+                  conv.name().c_str(), t, conv.geomean("tessel-tuned", "onednn", t));
   return 0;
 }
