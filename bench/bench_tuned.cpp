@@ -1,8 +1,8 @@
-// Tuned kernels from tuning_logs/ against OpenBLAS (GEMM), oneDNN (conv2d) and Tessel's
-// default schedules, at 1 and 2 threads.
+// Tuned kernels from tuning_logs/ against OpenBLAS (GEMM), oneDNN (conv2d: ResNet-50 in
+// NCHW16c and in NCHW, MobileNetV2 in NCHW) and Tessel's default schedules, at 1 and 2 threads.
 //   bench_tuned [tuning_logs directory] [passes]
 // Every kernel is built once; then all cases are timed `passes` times over (3 by default,
-// about 1.5 minutes each), and the ratios use each implementation's best pass: on a
+// about 3 minutes each), and the ratios use each implementation's best pass: on a
 // shared machine a slow spell can halve one case's 2-thread figures for a minute.
 #include <cblas.h>
 #include <deque>
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   std::printf("{\"bench\": \"tuned\", \"info\": \"openblas core %s, cpu %s, logs %s, passes %d\"}\n",
               openblas_get_corename(), host_cpu_name().c_str(), dir.c_str(), passes);
   bench::Report gemm("gemm", passes);
-  std::deque<bench::Report> convs;  // one per layer list: conv2d (NCHW16c), conv2d_nchw
+  std::deque<bench::Report> convs;  // one per list of layers
   std::deque<Kernels> kernels;  // a deque: cases keep references into it
   std::vector<Case> cases;
   // The tuned (when the log has a record) and default kernels of workload w.
@@ -115,9 +115,11 @@ int main(int argc, char** argv) {
     dnnl::memory src, wei, dst;
   };
   std::deque<Onednn> onednn;
-  // ResNet-50's convolutions in the blocked layout, and in the layout users give (NCHW).
-  for (std::string set : {"resnet50_conv2d", "resnet50_conv2d_nchw"}) {
-    bench::Report& conv = convs.emplace_back(set.substr(9), passes);
+  // ResNet-50's convolutions in the blocked layout and in the layout users give (NCHW), and
+  // MobileNetV2's depthwise and pointwise ones in NCHW. A depthwise layer is oneDNN's
+  // grouped convolution with one group per channel.
+  for (std::string set : {"resnet50_conv2d", "resnet50_conv2d_nchw", "mobilenetv2_conv2d"}) {
+    bench::Report& conv = convs.emplace_back(set, passes);
     std::ifstream list(dir + "/" + set + ".txt");
     for (std::string line; std::getline(list, line);) {
       if (line.empty() || line[0] == '#') continue;
@@ -126,20 +128,23 @@ int main(int argc, char** argv) {
       ss >> op >> shape_text;
       Workload w = make_workload(op, parse_shape(shape_text));
       auto& s = w.shape;
-      std::string shape = "N=1,C=" + std::to_string(s["C"]) + ",H=" + std::to_string(s["H"]) + ",W=" +
-                          std::to_string(s["W"]) + ",K=" + std::to_string(s["K"]) + ",R=" + std::to_string(s["R"]) +
-                          ",S=" + std::to_string(s["S"]) + ",stride=" + std::to_string(s["stride"]) +
-                          ",pad=" + std::to_string(s["pad"]);
+      bool dw = op == "depthwise_conv2d";
+      int64_t C = s["C"], K = dw ? C : s["K"];
+      std::string shape = std::string(dw ? "depthwise " : "") + "N=1,C=" + std::to_string(C) +
+                          ",H=" + std::to_string(s["H"]) + ",W=" + std::to_string(s["W"]) +
+                          ",K=" + std::to_string(K) + ",R=" + std::to_string(s["R"]) + ",S=" + std::to_string(s["S"]) +
+                          ",stride=" + std::to_string(s["stride"]) + ",pad=" + std::to_string(s["pad"]);
       std::string log = dir + "/" + set + ".json";
       Kernels& k = add_kernels(w, log);
       int64_t OH = (s["H"] + 2 * s["pad"] - s["R"]) / s["stride"] + 1;
       using dt = dnnl::memory::data_type;
       using tag = dnnl::memory::format_tag;
+      dnnl::memory::dims wei =
+          dw ? dnnl::memory::dims{C, 1, 1, s["R"], s["S"]} : dnnl::memory::dims{K, C, s["R"], s["S"]};
       auto desc = dnnl::convolution_forward::desc(
           dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-          dnnl::memory::desc({1, s["C"], s["H"], s["W"]}, dt::f32, tag::any),
-          dnnl::memory::desc({s["K"], s["C"], s["R"], s["S"]}, dt::f32, tag::any),
-          dnnl::memory::desc({1, s["K"], OH, OH}, dt::f32, tag::any), {s["stride"], s["stride"]}, {s["pad"], s["pad"]},
+          dnnl::memory::desc({1, C, s["H"], s["W"]}, dt::f32, tag::any), dnnl::memory::desc(wei, dt::f32, tag::any),
+          dnnl::memory::desc({1, K, OH, OH}, dt::f32, tag::any), {s["stride"], s["stride"]}, {s["pad"], s["pad"]},
           {s["pad"], s["pad"]});
       for (int t : {1, 2}) {
         // oneDNN plans its work for the thread count current when the primitive is made.
