@@ -343,13 +343,10 @@ void block_nchw_output(Schedule& s, const std::string& out, const std::string& a
 // registers, stored channels innermost; each input value is one broadcast, whatever the
 // stride. The block is then copied out to the caller's NCHW rows. Channel counts that are
 // not a multiple of the vector keep the columns as the vector (schedule_conv_nchw_columns).
-// A depthwise convolution (`depthwise`) reads one input channel per output channel: its
-// padded input is packed into blocks of kb channels too, so that it loads as vectors.
-void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& acc, int lanes, bool constant,
-                        bool depthwise) {
+void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& acc, int lanes, bool constant) {
   const OperationNode* op = op_of(s, out);
   int64_t K = op->shape[1], OW = op->shape[3];
-  int64_t kb = K % (2 * lanes) == 0 && !depthwise ? 2 * lanes : lanes;
+  int64_t kb = K % (2 * lanes) == 0 ? 2 * lanes : lanes;
   // Columns per block: at most 12 accumulators (of AVX2's 16 registers; the rest hold the
   // weights and a broadcast). Each step of a block costs about its broadcasts plus its
   // weight loads, so the blocks of a row cost ceil(OW / reg) x (reg + kb / lanes): on
@@ -360,26 +357,17 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
     int64_t c = (OW + r - 1) / r * (r + kb / lanes);
     if (cost == 0 || c <= cost) reg = r, cost = c;
   }
-  Operation keep = op_of(s, acc)->inputs()[1];  // packing rewrites the accumulator's op
-  Tensor W(keep), X(op_of(s, acc)->inputs()[0]);
+  Tensor W(op_of(s, acc)->inputs()[1]);
   if (constant) {
     s.rewrite_layout(W, 0, kb);
   } else {
     Stage p = s[s.pack(W, {s.tensor(acc)}, 0, kb)];
     p.parallel(p.leaf_axes()[0]);
   }
-  if (depthwise) {
-    if (!X.is_placeholder()) s[X].compute_inline();  // the padding, into the packing copy
-    Stage p = s[s.pack(X, {s.tensor(acc)}, 1, kb)];
-    auto a = p.leaf_axes();  // channel block, n, y, x, channel
-    p.parallel(p.fuse({a[0], a[1], a[2]}));
-  }
   block_nchw_output(s, out, acc, kb, reg);
   auto a = s[acc].leaf_axes();  // n, k, y, x, then the reduction
   s[acc].reorder_storage({a[0], a[2], a[3], a[1]});
   schedule_register_block(s, acc, {0, 2}, 3, 1, kb);
-  if (depthwise)  // unrolled with the columns, the window's overlapping input loads are shared
-    for (auto& r : op_of(s, acc)->reduce_axis) s[acc].unroll(r.name());
 }
 
 // Convolution in NCHW with the columns as the vector: each thread of the parallel loop
@@ -497,17 +485,26 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
         acc = s.cache_write(s.tensor(name), "local").name();
       }
       int lanes = std::max(4, target.vector_bytes / op->dtype.bytes());
-      // Depthwise: the channel-blocked path packs the input on each call, which costs more
-      // than it saves at stride 1, where the columns load as whole vectors anyway.
-      bool blocked = op->shape[1] % lanes == 0 &&
-                     (!depthwise || (op->inputs()[0]->shape[1] == op->shape[1] && strided_columns(op)));
-      if ((layout == "NCHW" || depthwise) && blocked)
-        schedule_conv_nchw(s, out, acc, lanes, constant(op->inputs()[1].get()), depthwise);
-      else if (depthwise) schedule_depthwise(s, out, acc, lanes);
-      else if (layout == "NCHW") schedule_conv_nchw_columns(s, out, acc, lanes);
-      else if (layout == "NHWC") schedule_conv_nhwc(s, out, acc, lanes);
-      else if (nchwc) schedule_conv_nchwc(s, out, acc);
-      else schedule_gemm(s, out, acc);
+      if (depthwise) {
+        schedule_depthwise(s, out, acc, lanes);
+        // Its padding, copied at the root, costs about as much as the convolution (9 FMAs
+        // per output, 9 / stride^2 per input): it is read in place instead, the border taps
+        // skipped by loop partitioning, where that leaves enough columns unguarded (144@56
+        // stride 2: 215 -> 66 us; 960@7: 55 -> 105 us, so not there).
+        const OperationNode* in = op_of(s, acc)->inputs()[0].get();
+        if (in->tag == "pad" && (strided_columns(op) || op->shape[3] >= 3 * lanes))
+          s[in->name].compute_inline(), done.insert(in->name);
+      } else if (layout == "NCHW" && op->shape[1] % lanes == 0) {
+        schedule_conv_nchw(s, out, acc, lanes, constant(op->inputs()[1].get()));
+      } else if (layout == "NCHW") {
+        schedule_conv_nchw_columns(s, out, acc, lanes);
+      } else if (layout == "NHWC") {
+        schedule_conv_nhwc(s, out, acc, lanes);
+      } else if (nchwc) {
+        schedule_conv_nchwc(s, out, acc);
+      } else {
+        schedule_gemm(s, out, acc);
+      }
       done.insert(name);
       continue;
     }

@@ -235,3 +235,21 @@ TEST(CodeGen, ScatteredLoadsAreNotGathers) {
   m(x, w, y);
   ref::expect_close(y, ref::conv2d_nchw(x, w, p));
 }
+
+TEST(CodeGen, StridedLoadsAreOneReadAndAShuffle) {
+  // Every second (third, fourth) element in vector lanes: a contiguous read of the span and a
+  // shuffle, not a gather; the read stops at the last lane's element, here the buffer's last.
+  for (int64_t stride : {2, 3, 4}) {
+    int64_t n = 8 * 5;
+    Tensor A = placeholder({(n - 1) * stride + 1}, float32, "A");
+    Tensor B = compute({n}, [&](Var i) { return A(i * int(stride)) * 2.0f; }, "B");
+    Schedule s({B});
+    auto [o, i] = s[B].split("i", 8);
+    s[B].vectorize(i);
+    Module m = build(s, {A, B});
+    EXPECT_EQ(m.assembly().find("gather"), std::string::npos) << "stride " << stride;
+    Buffer a = ref::random(A.shape(), 3), b({n}, float32);
+    m(a, b);
+    for (int64_t k = 0; k < n; ++k) ASSERT_FLOAT_EQ(b.get(k), float(a.get(k * stride) * 2)) << "stride " << stride;
+  }
+}
