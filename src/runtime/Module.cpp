@@ -116,8 +116,8 @@ void Module::export_library(const std::string& so_path, const std::string& heade
     for (auto& r : impl_->rewrites)
       if (r.arg == int(i))
         h << ", " << a.name << shape_str(a.shape) << " with dimension " << r.layout.dim << " cut into blocks of "
-          << r.layout.block << ":\n//     tessel_rewrite_layout(" << a.name << ", copy, " << a.shape.size() << ", shape, "
-          << r.layout.dim << ", " << r.layout.block << ", " << a.dtype.bytes() << ") makes it once";
+          << r.layout.block << ":\n//     tessel_rewrite_layout(" << a.name << ", copy, " << a.shape.size()
+          << ", shape, " << r.layout.dim << ", " << r.layout.block << ", " << a.dtype.bytes() << ") makes it once";
     h << "\n";
   }
   h << "// Returns 0 on success.\n#ifdef __cplusplus\nextern \"C\" {\n#endif\nint32_t " << name()
