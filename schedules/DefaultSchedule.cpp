@@ -506,6 +506,12 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
           s[in->name].compute_inline(), done.insert(in->name);
       } else if (layout == "NCHW" && op->shape[1] % lanes == 0 && !short_and_wide(op, lanes)) {
         schedule_conv_nchw(s, out, acc, lanes, constant(op->inputs()[1].get()));
+        // At a stride, the padding copy is a pass over an input 4x the output's area: read
+        // it in place (ResNet-50's 128@56 3x3 stride 2: 136 -> 162 GFLOP/s; not the 3-channel
+        // stem: 145 -> 141).
+        const OperationNode* in = op_of(s, acc)->inputs()[0].get();
+        if (in->tag == "pad" && strided_columns(op) && in->shape[1] >= lanes)
+          s[in->name].compute_inline(), done.insert(in->name);
       } else if (layout == "NCHW") {
         schedule_conv_nchw_columns(s, out, acc, lanes);
       } else if (layout == "NHWC") {
