@@ -22,6 +22,12 @@ bool runs_inside(const ScheduleState& st, const std::string& reader, const std::
   return false;
 }
 
+// An input that stays the same between calls (the workload's constants), so its layout can
+// be rewritten once outside the kernel.
+bool constant_input(const OperationNode* input, const std::set<std::string>& constants) {
+  return !input->is_compute() && constants.count(input->name) > 0;
+}
+
 // The dimension of `input` that every read of it in `op` indexes with exactly `var`, or -1.
 int dim_indexed_by(const OperationNode* op, const OperationNode* input, const Expr& var) {
   int dim = -2;
@@ -44,7 +50,7 @@ std::vector<size_t> vector_axis_options(const OperationNode* op, const std::set<
   std::vector<size_t> out;
   for (size_t d = 0; d + 1 < op->axis.size(); ++d)
     for (auto& input : op->inputs())
-      if (constants.count(input->name) && !input->is_compute() && op->axis[d].extent() > 1 &&
+      if (constant_input(input.get(), constants) && op->axis[d].extent() > 1 &&
           dim_indexed_by(op, input.get(), op->axis[d].var()) >= 0) {
         out.push_back(d);
         break;
@@ -66,9 +72,7 @@ std::vector<std::pair<Operation, int>> blockable_inputs(const OperationNode* op,
   for (auto& input : op->inputs()) {
     int nd = int(input->shape.size()), dim = dim_indexed_by(op, input.get(), vec);
     if (dim < 0 || nd < 2) continue;
-    if (constants.count(input->name) && !input->is_compute()) {
-      out.emplace_back(input, dim);
-    } else if (dim + 1 < nd) {
+    if (constant_input(input.get(), constants) || dim + 1 < nd) {
       out.emplace_back(input, dim);
     } else if (!input->is_compute() && input->shape.back() > 2 * lanes) {
       auto used = index_vars(op->body, input.get());
@@ -247,7 +251,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       if (pick == 0) continue;
       int64_t block = std::min(input->shape[size_t(dim)], pick == 1 ? sf[v][2] : sf[v][1] * sf[v][2]);
       if (block < lanes) continue;  // a block narrower than a vector gains nothing
-      if (constants_.count(input->name) && !input->is_compute()) {
+      if (constant_input(input.get(), constants_)) {
         s.rewrite_layout(Tensor(input), dim, block);
         continue;
       }

@@ -495,23 +495,21 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
         acc = s.cache_write(s.tensor(name), "local").name();
       }
       int lanes = std::max(4, target.vector_bytes / op->dtype.bytes());
+      const OperationNode* input = op->inputs()[0].get();
+      // Whether the padded input is read in place (the border taps skipped by loop
+      // partitioning) rather than copied at the root: where the copy costs much against the
+      // convolution and partitioning leaves enough columns unguarded.
+      bool pad_in_place = false;
       if (depthwise) {
         schedule_depthwise(s, out, acc, lanes);
-        // Its padding, copied at the root, costs about as much as the convolution (9 FMAs
-        // per output, 9 / stride^2 per input): it is read in place instead, the border taps
-        // skipped by loop partitioning, where that leaves enough columns unguarded (144@56
-        // stride 2: 215 -> 66 us; 960@7: 55 -> 105 us, so not there).
-        const OperationNode* in = op_of(s, acc)->inputs()[0].get();
-        if (in->tag == "pad" && (strided_columns(op) || op->shape[3] >= 3 * lanes))
-          s[in->name].compute_inline(), done.insert(in->name);
+        // 9 FMAs per output, 9 / stride^2 per input: 144@56 stride 2 ran 215 -> 66 us read
+        // in place; 960@7 55 -> 105 us, so not on narrow rows.
+        pad_in_place = strided_columns(op) || op->shape[3] >= 3 * lanes;
       } else if (layout == "NCHW" && op->shape[1] % lanes == 0 && !short_and_wide(op, lanes)) {
         schedule_conv_nchw(s, out, acc, lanes, constant(op->inputs()[1].get()));
-        // At a stride, the padding copy is a pass over an input 4x the output's area: read
-        // it in place (ResNet-50's 128@56 3x3 stride 2: 136 -> 162 GFLOP/s; not the 3-channel
-        // stem: 145 -> 141).
-        const OperationNode* in = op_of(s, acc)->inputs()[0].get();
-        if (in->tag == "pad" && strided_columns(op) && in->shape[1] >= lanes)
-          s[in->name].compute_inline(), done.insert(in->name);
+        // At a stride the copy is a pass over an input 4x the output's area: ResNet-50's
+        // 128@56 3x3 stride 2 ran 136 -> 162 GFLOP/s; not the 3-channel stem (145 -> 141).
+        pad_in_place = strided_columns(op) && input->shape[1] >= lanes;
       } else if (layout == "NCHW") {
         schedule_conv_nchw_columns(s, out, acc, lanes);
       } else if (layout == "NHWC") {
@@ -521,6 +519,7 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       } else {
         schedule_gemm(s, out, acc);
       }
+      if (pad_in_place && input->tag == "pad") s[input->name].compute_inline(), done.insert(input->name);
       done.insert(name);
       continue;
     }
