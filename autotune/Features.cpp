@@ -18,6 +18,7 @@ struct Loop {
   const VarNode* var;
   int64_t extent;
   ForKind kind;
+  bool unrolled;  // becomes copies of its body once unroll_loops runs
 };
 
 struct Access {
@@ -59,10 +60,12 @@ void count(const Expr& e, OpCount& c) {
       case NodeKind::GT:
       case NodeKind::GE:
       case NodeKind::Select: c.cmp += lanes; break;
-      case NodeKind::Call:
-        if (static_cast<const Call*>(n)->op == Intrinsic::ThreadIndex) c.intops += lanes;
-        else c.math += lanes;
+      case NodeKind::Call: {
+        Intrinsic op = static_cast<const Call*>(n)->op;
+        if (op == Intrinsic::ThreadIndex) c.intops += lanes;
+        else if (op != Intrinsic::Skippable) c.math += lanes;  // a skippable guard is gone after lowering
         break;
+      }
       case NodeKind::Load: {
         auto* l = static_cast<const Load*>(n);
         c.loads += 1;
@@ -79,7 +82,9 @@ float log2p(double x) { return float(x >= 0 ? std::log2(1 + x) : -std::log2(1 - 
 class Extractor : public IRVisitor {
  public:
   std::vector<std::vector<float>> rows;
-  std::vector<double> trips;
+  std::vector<double> trips;  // of a row's store and its unrolled copies together
+  std::vector<double> copy_counts;  // of each row's store, by unrolling
+  double stores = 0;                // rows with their unrolled copies
   int parallel_loops = 0;
 
   using IRVisitor::visit;
@@ -88,19 +93,28 @@ class Extractor : public IRVisitor {
   std::vector<Loop> loops_;
   std::map<const VarNode*, int64_t> scratch_;  // allocated buffers and their bytes
   int64_t scratch_bytes_ = 0;
-  std::map<const StmtNode*, int> siblings_;
+  int64_t max_step_ = 0;  // the enclosing auto_unroll_max_step
 
+  // A program lowered up to unrolling (lower_for_features) describes the code after it: a
+  // loop that unroll_loops would unroll counts as its copies, not as a loop.
+  void visit_node(const AttrStmt* op, const Stmt& s) override {
+    if (op->key != "auto_unroll_max_step") return IRVisitor::visit_node(op, s);
+    int64_t saved = max_step_;
+    max_step_ = op->value;
+    IRVisitor::visit_node(op, s);
+    max_step_ = saved;
+  }
   void visit_node(const For* op, const Stmt& s) override {
     int64_t ext = 1;
     if (!is_const_int(op->extent, &ext)) ext = 16;
     if (op->for_kind == ForKind::Parallel) ++parallel_loops;
-    loops_.push_back({op->var.var_node(), ext, op->for_kind});
-    // Stores directly in this loop's body (straight-line code after unrolling).
-    int n = 0;
-    visit_stmts(op->body, [&](const Stmt& x) { n += x.as<Store>() != nullptr; });
-    body_stores_.push_back(n);
+    UnrolledSize body = unrolled_size(op->body, max_step_);
+    bool unrolled = unrolls(op, max_step_, body);
+    loops_.push_back({op->var.var_node(), ext, op->for_kind, unrolled});
+    // Statements in this loop's body once unrolled (straight-line code).
+    if (!unrolled) body_stores_.push_back(int(body.stmts));
     IRVisitor::visit_node(op, s);
-    body_stores_.pop_back();
+    if (!unrolled) body_stores_.pop_back();
     loops_.pop_back();
   }
   void visit_node(const Allocate* op, const Stmt& s) override {
@@ -118,20 +132,23 @@ class Extractor : public IRVisitor {
     std::vector<Access> acc = c.reads;
     acc.push_back({op->buffer.var_node(), op->index, t.lanes, t.element_of().bytes(), true});
     std::vector<float> r(kStoreFeatures, 0.f);
-    double trip = 1;
+    // The loops left after unrolling; the unrolled ones make copies of the store.
+    std::vector<const Loop*> kept;
+    double trip = 1, copies = 1;
     int64_t parallel = 0;
     for (auto& l : loops_) {
-      trip *= double(l.extent);
+      (l.unrolled ? copies : trip) *= double(l.extent);
+      if (!l.unrolled) kept.push_back(&l);
       if (l.kind == ForKind::Parallel) parallel = l.extent;
     }
     double flops = c.add + c.mul + c.div + c.math;
     r[0] = float(c.add), r[1] = float(c.mul), r[2] = float(c.fma), r[3] = float(c.div), r[4] = float(c.math);
     r[5] = float(c.cmp), r[6] = float(c.intops), r[7] = float(t.lanes), r[8] = op->predicate.defined();
-    r[9] = float(c.loads), r[10] = float(trip), r[11] = float(loops_.size());
-    r[12] = loops_.empty() ? 1.f : float(loops_.back().extent);
+    r[9] = float(c.loads), r[10] = float(trip), r[11] = float(kept.size());
+    r[12] = kept.empty() ? 1.f : float(kept.back()->extent);
     r[13] = float(parallel);
     r[14] = body_stores_.empty() ? 1.f : float(body_stores_.back());
-    r[15] = loops_.empty() ? 1.f : float(loops_.front().extent);
+    r[15] = kept.empty() ? 1.f : float(kept.front()->extent);
     // Per buffer: merge accesses to the same buffer.
     struct Buf {
       double bytes = 0, footprint = 1, stride = 0;
@@ -147,10 +164,10 @@ class Extractor : public IRVisitor {
       b.write |= a.write;
       b.scratch = scratch_.count(a.buffer) > 0;
       double fp = double(a.lanes) * a.bytes;
-      for (auto& l : loops_)
-        if (uses_var(a.index, l.var)) fp *= double(l.extent);
+      for (auto* l : kept)
+        if (uses_var(a.index, l->var)) fp *= double(l->extent);
       b.footprint = std::max(b.footprint, fp);
-      if (!loops_.empty()) b.stride = std::max(b.stride, stride_of(a.index, loops_.back().var));
+      if (!kept.empty()) b.stride = std::max(b.stride, stride_of(a.index, kept.back()->var));
     }
     std::vector<Buf> sorted;
     for (auto& [k, v] : bufs) sorted.push_back(v);
@@ -170,7 +187,9 @@ class Extractor : public IRVisitor {
     r[38] = float(scratch_bytes_);
     r[39] = float(flops);
     rows.push_back(r);
-    trips.push_back(trip);
+    trips.push_back(trip * copies);
+    copy_counts.push_back(copies);
+    stores += copies;
   }
 
   static double stride_of(const Expr& index, const VarNode* v) {
@@ -207,13 +226,13 @@ std::vector<float> program_features(const Stmt& program) {
     double w = x.trips[i] / std::max(1.0, trip_total);
     for (int k = 0; k < kStoreFeatures; ++k) {
       double v = x.rows[i][k];
-      out[k] += float(v * (k == 10 ? 1 : x.trips[i]));           // totals over the run
+      out[k] += float(v * (k == 10 ? x.copy_counts[i] : x.trips[i]));  // totals over the run
       out[kStoreFeatures + k] += float(v * w);                     // trip-weighted mean
       out[2 * kStoreFeatures + k] = std::max(out[2 * kStoreFeatures + k], float(v));  // maximum
     }
   }
   for (auto& v : out) v = log2p(v);
-  out[3 * kStoreFeatures] = log2p(double(x.rows.size()));
+  out[3 * kStoreFeatures] = log2p(x.stores);
   out[3 * kStoreFeatures + 1] = log2p(x.parallel_loops);
   out[3 * kStoreFeatures + 2] = log2p(flops);
   return out;

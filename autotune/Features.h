@@ -1,8 +1,10 @@
 #pragma once
 /** \file Features of a lowered candidate for the cost model.
  *
- * Version 1. One row of kStoreFeatures per store statement of the final loop program
- * (after vectorization and unrolling, so an unrolled body shows as several stores):
+ * Version 3. One row of kStoreFeatures per store statement of the final loop program
+ * (after vectorization and unrolling, so an unrolled body shows as several stores). The
+ * program may be lowered only up to unrolling (lower_for_features): a loop that unrolling
+ * would unroll is then read as its copies, and the rows describe the unrolled code.
  *   0 float add/sub   1 float mul   2 mul feeding an add (FMA)   3 float div   4 math calls
  *   5 compare/select  6 integer ops   7 vector lanes   8 masked (predicated)   9 loads
  *  10 trip count (product of enclosing loop extents)   11 enclosing loops   12 innermost extent
@@ -21,7 +23,7 @@
 
 namespace tessel::autotune {
 
-constexpr int kFeatureVersion = 2;
+constexpr int kFeatureVersion = 3;
 constexpr int kStoreFeatures = 40;
 constexpr int kProgramFeatures = 3 * kStoreFeatures + 3;
 

@@ -14,7 +14,7 @@ namespace {
 std::vector<float> features_of_steps(const Workload& w, const Target& target, const std::vector<Step>& steps) {
   try {
     Schedule s = Schedule::replay(w.outputs, steps);
-    return candidate_features(lower_program(s, w.args, "k", target, {}), target);
+    return candidate_features(lower_for_features(s, w.args, target), target);
   } catch (const Error&) {
     return {};  // a candidate that does not lower scores nothing; measuring it would fail the same way
   }

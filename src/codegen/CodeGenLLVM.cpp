@@ -109,9 +109,19 @@ class CodeGen {
     }
     return nullptr;
   }
+  // Scalar int32 values (loop counters and index arithmetic) are computed in 64 bits, the
+  // width of an address: left at 32, LLVM's IndVarSimplify widened every counter itself,
+  // a third of the optimiser's time (376 -> 267 ms a conv2d candidate; same kernel speed).
+  // Vectors of int32 stay 32-bit (see element_ptr).
   llvm::Type* type(DType t) {
+    if (t.lanes == 1 && t.code == DType::Int && t.bits == 32) return b_.getInt64Ty();
     llvm::Type* s = scalar_type(t.element_of());
     return t.lanes > 1 ? llvm::FixedVectorType::get(s, t.lanes) : s;
+  }
+  // A scalar as the element of a vector of type t (a wide int32 goes back to 32 bits).
+  llvm::Value* lane_value(llvm::Value* v, DType t) {
+    llvm::Type* e = scalar_type(t.element_of());
+    return v->getType() == e ? v : b_.CreateTrunc(v, e);
   }
   // Bools are bytes in memory.
   llvm::Type* mem_type(DType t) {
@@ -177,15 +187,15 @@ class CodeGen {
       case NodeKind::Load: return load(static_cast<const Load*>(n));
       case NodeKind::Ramp: {
         auto* r = static_cast<const Ramp*>(n);
-        llvm::Value* base = b_.CreateVectorSplat(r->lanes, emit(r->base));
-        llvm::Value* stride = b_.CreateVectorSplat(r->lanes, emit(r->stride));
+        llvm::Value* base = b_.CreateVectorSplat(r->lanes, lane_value(emit(r->base), n->type));
+        llvm::Value* stride = b_.CreateVectorSplat(r->lanes, lane_value(emit(r->stride), n->type));
         std::vector<llvm::Constant*> lanes;
         for (int i = 0; i < r->lanes; ++i) lanes.push_back(llvm::ConstantInt::get(scalar_type(r->base.dtype()), i));
         return b_.CreateAdd(base, b_.CreateMul(stride, llvm::ConstantVector::get(lanes)));
       }
       case NodeKind::Broadcast: {
         auto* bc = static_cast<const Broadcast*>(n);
-        return b_.CreateVectorSplat(bc->lanes, emit(bc->value));
+        return b_.CreateVectorSplat(bc->lanes, lane_value(emit(bc->value), n->type));
       }
       case NodeKind::Let: {
         auto* l = static_cast<const Let*>(n);
@@ -213,10 +223,9 @@ class CodeGen {
       return b_.CreateBinOp(fop, a, c);
     }
     llvm::Value* r = b_.CreateBinOp(iop, a, c);
-    // Signed index arithmetic does not wrap (as in Halide and TVM): with `nsw` LLVM widens
-    // 32-bit indices to 64 bits and folds constant offsets into addressing modes. Without
-    // it a 3x3 conv2d inner loop spent a lea + movslq on every weight load (446 instructions
-    // for 128 FMAs; 382 with it).
+    // Signed index arithmetic does not wrap (as in Halide and TVM): with `nsw` LLVM folds
+    // constant offsets into addressing modes. Without it a 3x3 conv2d inner loop spent a
+    // lea + movslq on every weight load (446 instructions for 128 FMAs; 382 with it).
     bool signed_index = n->type.is_int() && n->type.bits >= 32;
     bool can_overflow = iop == llvm::Instruction::Add || iop == llvm::Instruction::Sub || iop == llvm::Instruction::Mul;
     if (auto* op = llvm::dyn_cast<llvm::BinaryOperator>(r); op && signed_index && can_overflow)
@@ -361,6 +370,7 @@ class CodeGen {
     }
     if (t.is_scalar()) {
       v = b_.CreateAlignedLoad(mem_type(et), element_ptr(l->buffer, emit(l->index)), elem_align(et));
+      if (!t.is_bool() && v->getType() != type(t)) v = b_.CreateSExt(v, type(t));
     } else if (dense(l->index, &base)) {
       llvm::Value* p = element_ptr(l->buffer, emit(base));
       v = mask ? static_cast<llvm::Value*>(b_.CreateMaskedLoad(mem_type(t), p, elem_align(et), mask))
@@ -431,6 +441,7 @@ class CodeGen {
     llvm::Value* v = emit(st->value);
     DType t = st->value.dtype();
     if (t.is_bool()) v = b_.CreateZExt(v, mem_type(t));
+    else if (t.is_scalar() && v->getType() != mem_type(t)) v = b_.CreateTrunc(v, mem_type(t));
     Expr base;
     llvm::Value* mask = st->predicate.defined() ? emit(st->predicate) : nullptr;
     if (t.is_scalar()) {

@@ -40,18 +40,9 @@ std::vector<ArgBuffer> bind_args(const ScheduleState& st, const std::vector<Tens
   return out;
 }
 
-}  // namespace
-
-LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& args, const std::string& name,
-                             const Target& target, const LowerOptions& opts) {
-  const ScheduleState& st = sch.state();
-  LoweredProgram out;
-  out.args = bind_args(st, args);
-  auto log = [&](const std::string& pass, const Stmt& s) {
-    if (opts.dump) opts.dump(pass, to_string(s));
-    else if (opts.dump_passes) std::cerr << "// ---- after " << pass << " ----\n" << to_string(s);
-  };
-
+// The pipeline up to unrolling: loop nest, guards, flat buffers, vector code.
+Stmt lower_loops(const ScheduleState& st, const std::vector<ArgBuffer>& args, const Target& target,
+                 const std::function<void(const std::string&, const Stmt&)>& log) {
   check_schedule(st, target);
   LoopProgram prog = infer_bounds(st);
   Stmt s = make_loop_nest(st, prog);
@@ -64,7 +55,7 @@ LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& arg
   for (auto& stage : st.stages)
     if (!stage.align.empty() || !stage.storage_order.empty())
       layouts[stage.name] = BufferLayout{stage.storage_order, stage.align};
-  s = storage_flatten(s, out.args, layouts);
+  s = storage_flatten(s, args, layouts);
   log("storage_flatten", s);
   s = vectorize_loops(s);
   log("vectorize_loops", s);
@@ -72,6 +63,21 @@ LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& arg
     s = inject_virtual_thread(s);
     log("inject_virtual_thread", s);
   }
+  return s;
+}
+
+}  // namespace
+
+LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& args, const std::string& name,
+                             const Target& target, const LowerOptions& opts) {
+  const ScheduleState& st = sch.state();
+  LoweredProgram out;
+  out.args = bind_args(st, args);
+  auto log = [&](const std::string& pass, const Stmt& s) {
+    if (opts.dump) opts.dump(pass, to_string(s));
+    else if (opts.dump_passes) std::cerr << "// ---- after " << pass << " ----\n" << to_string(s);
+  };
+  Stmt s = lower_loops(st, out.args, target, log);
   s = unroll_loops(s);
   log("unroll_loops", s);
   s = simplify(s);
@@ -96,6 +102,16 @@ LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& arg
   out.func.name = name;
   for (auto& a : out.args) out.func.args.push_back(Tensor(a.op));
   out.func.body = s;
+  return out;
+}
+
+LoweredProgram lower_for_features(const Schedule& sch, const std::vector<Tensor>& args, const Target& target) {
+  if (target.is_gpu()) return lower_program(sch, args, "k", target, {});
+  LoweredProgram out;
+  out.args = bind_args(sch.state(), args);
+  out.func.name = "k";
+  for (auto& a : out.args) out.func.args.push_back(Tensor(a.op));
+  out.func.body = lower_loops(sch.state(), out.args, target, [](const std::string&, const Stmt&) {});
   return out;
 }
 

@@ -31,6 +31,16 @@ Stmt remove_true_guards(const Stmt& s);
 Stmt vectorize_loops(const Stmt& s);
 // Unrolled loops and loops under pragma auto_unroll_max_step -> straight-line code.
 Stmt unroll_loops(const Stmt& s);
+// What code becomes once unroll_loops has run, for the passes that price or describe it
+// before: its statements (copies counted), the iterations unrolled in it, and whether a
+// loop is left in it. `max_step` is the enclosing auto_unroll_max_step (0: none).
+struct UnrolledSize {
+  int64_t stmts = 0, steps = 1;
+  bool has_loop = false;
+};
+UnrolledSize unrolled_size(const Stmt& s, int64_t max_step);
+// Whether unroll_loops unrolls loop f, whose body unrolls to `body`.
+bool unrolls(const For* f, int64_t max_step, const UnrolledSize& body);
 // Skippable guards that partitioning and unrolling left undecided: one check in front of
 // a loop they guard whole, dropped elsewhere (the guarded code is harmless where they fail).
 Stmt place_skippable_guards(const Stmt& s);

@@ -35,49 +35,6 @@ int count_guards(const Stmt& s, const VarNode* v, bool skippable = true) {
   return n;
 }
 
-// Statements a piece of code becomes once unroll_loops has run (the same rule: explicit
-// unrolls, and serial loops without inner loops under auto_unroll_max_step). It prices a
-// partition: LLVM's time grows with the copies, and a random candidate with guards on
-// many levels could otherwise multiply its code several times over.
-struct UnrolledSize {
-  int64_t stmts = 0, steps = 1;
-  bool has_loop = false;
-};
-
-UnrolledSize unrolled_size(const Stmt& s, int64_t max_step) {
-  if (!s.defined()) return {0, 1, false};
-  if (const For* f = s.as<For>()) {
-    UnrolledSize b = unrolled_size(f->body, max_step);
-    // A vectorized loop becomes one wide statement before unrolling: it is no loop then
-    // (a producer's vectorized row inside a register block does not stop the unroll).
-    if (f->for_kind == ForKind::Vectorized) return b;
-    int64_t n;
-    bool unroll = is_const_int(f->extent, &n) &&
-                  (f->for_kind == ForKind::Unrolled ||
-                   (f->for_kind == ForKind::Serial && max_step > 0 && !b.has_loop && n * b.steps <= max_step));
-    return unroll ? UnrolledSize{b.stmts * n, b.steps * n, b.has_loop} : UnrolledSize{b.stmts, 1, true};
-  }
-  if (const Block* b = s.as<Block>()) {
-    UnrolledSize sum{0, 0, false};
-    for (auto& st : b->stmts) {
-      UnrolledSize x = unrolled_size(st, max_step);
-      sum.stmts += x.stmts, sum.steps += x.steps, sum.has_loop |= x.has_loop;
-    }
-    return sum;
-  }
-  if (const AttrStmt* a = s.as<AttrStmt>())
-    return unrolled_size(a->body, a->key == "auto_unroll_max_step" ? a->value : max_step);
-  if (const IfThenElse* i = s.as<IfThenElse>()) {
-    UnrolledSize t = unrolled_size(i->then_case, max_step);
-    if (i->else_case.defined()) t.stmts += unrolled_size(i->else_case, max_step).stmts;
-    return t;
-  }
-  if (const LetStmt* l = s.as<LetStmt>()) return unrolled_size(l->body, max_step);
-  if (const Realize* r = s.as<Realize>()) return unrolled_size(r->body, max_step);
-  if (const Allocate* a = s.as<Allocate>()) return unrolled_size(a->body, max_step);
-  return {1, 1, false};
-}
-
 constexpr int64_t kMinPartitionBudget = 256;
 constexpr int64_t kSkippableBudget = 2;  // x the program's size, for skippable guards
 

@@ -7,6 +7,46 @@
 #include "passes/Passes.h"
 
 namespace tessel {
+
+bool unrolls(const For* f, int64_t max_step, const UnrolledSize& body) {
+  int64_t n;
+  return is_const_int(f->extent, &n) &&
+         (f->for_kind == ForKind::Unrolled ||
+          (f->for_kind == ForKind::Serial && max_step > 0 && !body.has_loop && n * body.steps <= max_step));
+}
+
+UnrolledSize unrolled_size(const Stmt& s, int64_t max_step) {
+  if (!s.defined()) return {0, 1, false};
+  if (const For* f = s.as<For>()) {
+    UnrolledSize b = unrolled_size(f->body, max_step);
+    // A vectorized loop becomes one wide statement before unrolling: it is no loop then
+    // (a producer's vectorized row inside a register block does not stop the unroll).
+    if (f->for_kind == ForKind::Vectorized) return b;
+    int64_t n = 0;
+    is_const_int(f->extent, &n);
+    return unrolls(f, max_step, b) ? UnrolledSize{b.stmts * n, b.steps * n, b.has_loop} : UnrolledSize{b.stmts, 1, true};
+  }
+  if (const Block* b = s.as<Block>()) {
+    UnrolledSize sum{0, 0, false};
+    for (auto& st : b->stmts) {
+      UnrolledSize x = unrolled_size(st, max_step);
+      sum.stmts += x.stmts, sum.steps += x.steps, sum.has_loop |= x.has_loop;
+    }
+    return sum;
+  }
+  if (const AttrStmt* a = s.as<AttrStmt>())
+    return unrolled_size(a->body, a->key == "auto_unroll_max_step" ? a->value : max_step);
+  if (const IfThenElse* i = s.as<IfThenElse>()) {
+    UnrolledSize t = unrolled_size(i->then_case, max_step);
+    if (i->else_case.defined()) t.stmts += unrolled_size(i->else_case, max_step).stmts;
+    return t;
+  }
+  if (const LetStmt* l = s.as<LetStmt>()) return unrolled_size(l->body, max_step);
+  if (const Realize* r = s.as<Realize>()) return unrolled_size(r->body, max_step);
+  if (const Allocate* a = s.as<Allocate>()) return unrolled_size(a->body, max_step);
+  return {1, 1, false};
+}
+
 namespace {
 
 class Unroller : public IRMutator {
@@ -46,19 +86,16 @@ class Unroller : public IRMutator {
     Stmt body = mutate(op->body);
     int64_t body_step = inner_step_;
     bool body_loop = inner_has_loop_;
-    int64_t n;
-    bool const_ext = is_const_int(op->extent, &n);
-    bool unroll = const_ext && (op->for_kind == ForKind::Unrolled ||
-                                (op->for_kind == ForKind::Serial && max_step_ > 0 && !body_loop &&
-                                 n * body_step <= max_step_));
-    if (!unroll) {
+    if (!unrolls(op, max_step_, {0, body_step, body_loop})) {
       inner_step_ = 1, inner_has_loop_ = true;
       return For::make(op->var, op->min, op->extent,
                        op->for_kind == ForKind::Unrolled ? ForKind::Serial : op->for_kind, body, op->thread_tag);
     }
+    int64_t n = 0;
+    is_const_int(op->extent, &n);
     std::vector<Stmt> copies;
     for (int64_t i = 0; i < n; ++i)
-      copies.push_back(simplify(substitute(body, op->var, simplify(op->min + make_int(i)))));
+      copies.push_back(substitute(body, op->var, simplify(op->min + make_int(i))));
     inner_step_ = n * body_step, inner_has_loop_ = body_loop;
     return Block::make(copies);
   }
