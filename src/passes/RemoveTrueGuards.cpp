@@ -9,6 +9,8 @@
 // promoting the accumulators across the reduction loop (GEMM 2048 with a 96-row block
 // and a 512-column block ran at 12-18 GFLOP/s when only a last iteration was peeled,
 // 50-70 with the whole last row of tiles split off).
+#include <utility>
+
 #include "ir/IRMutator.h"
 #include "ir/IRVisitor.h"
 #include "ir/Simplify.h"
@@ -35,6 +37,20 @@ int count_guards(const Stmt& s, const VarNode* v, bool skippable = true) {
   return n;
 }
 
+// The loops, lets and guards of a statement, with every store and call left out: what the
+// simplifier decides about the guards depends on nothing else, and the bisection below
+// simplifies a loop body a dozen times to count them.
+class GuardSkeleton : public IRMutator {
+ public:
+  using IRMutator::mutate;
+
+ protected:
+  Stmt leaf_ = Evaluate::make(make_int(0));
+  Stmt visit(const Store*, const Stmt&) override { return leaf_; }
+  Stmt visit(const TensorStore*, const Stmt&) override { return leaf_; }
+  Stmt visit(const Evaluate*, const Stmt&) override { return leaf_; }
+};
+
 constexpr int64_t kMinPartitionBudget = 256;
 constexpr int64_t kSkippableBudget = 2;  // x the program's size, for skippable guards
 
@@ -48,7 +64,8 @@ class GuardRemover : public IRMutator {
     int64_t ext;
     bool const_ext = is_const_int(op->extent, &ext) && is_zero(op->min);
     if (const_ext) bounds[op->var.get()] = {0, ext - 1};
-    Stmt whole = simplify(s, &bounds_outside(op));
+    // A loop inside one simplified here was simplified with it, under the same bounds.
+    Stmt whole = simplified_ ? s : simplify(s, &bounds_outside(op));
     const For* f = whole.as<For>();
     if (!f) {  // simplified away (extent 1) or folded
       bounds.erase(op->var.get());
@@ -62,8 +79,10 @@ class GuardRemover : public IRMutator {
     // Loops inside one are not split either: a GPU predicates a guard for little, while
     // the copies would multiply the kernel's code (and NVRTC's time) for every border.
     if (op->for_kind == ForKind::ThreadBound) {
+      bool saved = std::exchange(simplified_, true);
       Stmt body = (++in_threads_, mutate(f->body));
       --in_threads_;
+      simplified_ = saved;
       bounds.erase(op->var.get());
       return For::make(f->var, f->min, f->extent, f->for_kind, body, f->thread_tag);
     }
@@ -74,9 +93,10 @@ class GuardRemover : public IRMutator {
       // suffix [p, ext) (a padded window fails at the start): find the longest of each by
       // bisection.
       int guards = count_guards(f->body, nullptr, skippable);
+      Stmt skeleton = GuardSkeleton().mutate(f->body);
       auto fewer_guards_in = [&](int64_t from, int64_t to) {
         bounds[op->var.get()] = {from, to - 1};
-        return count_guards(simplify(f->body, &bounds), nullptr, skippable) < guards;
+        return count_guards(simplify(skeleton, &bounds), nullptr, skippable) < guards;
       };
       int64_t lo = 0, hi = ext;  // fewer guards in [0, lo) (or lo == 0); not in [0, hi)
       while (hi - lo > 1) {
@@ -99,11 +119,16 @@ class GuardRemover : public IRMutator {
         int64_t cut = prefix >= suffix ? prefix : ext - suffix;
         // Both parts go round again: the part that lost a guard may hold others that fail
         // elsewhere, and loops inside either part may split too.
-        return Block::make({mutate(part(f, 0, cut)), mutate(part(f, cut, ext))});
+        bool saved = std::exchange(simplified_, false);
+        Stmt parts = Block::make({mutate(part(f, 0, cut)), mutate(part(f, cut, ext))});
+        simplified_ = saved;
+        return parts;
       }
       bounds[op->var.get()] = {0, ext - 1};
     }
+    bool saved = std::exchange(simplified_, true);
     Stmt body = mutate(f->body);
+    simplified_ = saved;
     bounds.erase(op->var.get());
     return For::make(f->var, f->min, f->extent, f->for_kind, body, f->thread_tag);
   }
@@ -135,6 +160,7 @@ class GuardRemover : public IRMutator {
  protected:
   int64_t max_step_ = 0;  // the enclosing auto_unroll_max_step
   int in_threads_ = 0;    // GPU thread loops around the statement
+  bool simplified_ = false;  // the statement was simplified under the current bounds
   Stmt visit(const AttrStmt* op, const Stmt& s) override {
     if (op->key != "auto_unroll_max_step") return IRMutator::visit(op, s);
     int64_t saved = max_step_;
