@@ -98,10 +98,6 @@ JitKernel::JitKernel(const LoweredProgram& prog, const Target& target, bool libm
     llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
     mpm.run(*mod, mam);
   }
-  {
-    llvm::raw_string_ostream os(ir_);
-    mod->print(os, nullptr);
-  }
   impl_->copy = llvm::CloneModule(*mod);
 
   impl_->jit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "creating the JIT");
@@ -145,6 +141,13 @@ std::string emit_file(llvm::TargetMachine& tm, llvm::Module& mod, llvm::CodeGenF
   return std::string(buf.begin(), buf.end());
 }
 }  // namespace
+
+std::string JitKernel::source() const {
+  std::string ir;
+  llvm::raw_string_ostream os(ir);
+  impl_->copy->print(os, nullptr);
+  return ir;
+}
 
 std::string JitKernel::assembly() const {
   auto m = llvm::CloneModule(*impl_->copy);
