@@ -202,32 +202,32 @@ std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args
   auto done = [&] {
     if (after_batch) after_batch();
   };
-  // A call that already ran and lasted a whole repeat warmed the caches and sized the
-  // repeat (one call): a slow kernel then costs `repeat` more calls, not `repeat` + 2.
-  bool warmed = number <= 0 && warm_run * 1e3 >= min_repeat_ms;
-  if (!warmed) {
-    m.call_raw(ptrs.data());  // warm-up
-    done();
-  }
-  int n = std::max(1, number);
-  if (number <= 0 && !warmed) {
-    // Grow the number of runs until one repeat lasts long enough to time reliably.
-    for (;;) {
-      auto t = Clock::now();
-      for (int i = 0; i < n; ++i) m.call_raw(ptrs.data());
-      double s = seconds_since(t);
-      done();
-      if (s * 1e3 >= min_repeat_ms || n >= (1 << 20)) break;
-      n = s <= 0 ? n * 8 : std::max(n + 1, int(n * std::min(8.0, 1.2 * min_repeat_ms / (s * 1e3))));
-    }
-  }
-  std::vector<double> costs;
-  for (int r = 0; r < std::max(1, repeat); ++r) {
+  auto batch = [&](int n) {
     auto t = Clock::now();
     for (int i = 0; i < n; ++i) m.call_raw(ptrs.data());
-    costs.push_back(seconds_since(t) / n);
+    double s = seconds_since(t);
     done();
+    return s;
+  };
+  std::vector<double> costs;
+  int n = std::max(1, number);
+  if (number <= 0) {
+    // A call just made warmed the caches. Its time sizes the first batch (it ran cold, so
+    // the batch errs short, and grows), and a batch that lasts a whole repeat counts as the
+    // first repeat: sizing by doubling from one run cost a 2 ms kernel ~70 ms of discarded
+    // runs, a third of its measurement.
+    double s = warm_run > 0 ? warm_run : batch(1);  // a cold run: never a repeat
+    bool sized = false;
+    while (s * 1e3 < min_repeat_ms && n < (1 << 20)) {
+      n = s <= 0 ? n * 8 : std::max(n + 1, int(n * std::min(8.0, 1.2 * min_repeat_ms / (s * 1e3))));
+      s = batch(n);
+      sized = true;
+    }
+    if (sized) costs.push_back(s / n);
+  } else if (!(warm_run > 0)) {
+    batch(1);  // warm-up
   }
+  while (int(costs.size()) < std::max(1, repeat)) costs.push_back(batch(n) / n);
   return costs;
 }
 

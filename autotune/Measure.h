@@ -63,11 +63,11 @@ class Measurer {
   bool workload_exported_ = false;
 };
 
-// Times a built module: warm-up, then `repeat` means of `number` runs (number grows until
-// one repeat lasts min_repeat_ms when 0). `after_batch` is called, outside the timed
-// regions, after each batch of runs (the worker reports progress with it). `warm_run`:
-// seconds of a call just made (0: none); one of min_repeat_ms or more stands for the
-// warm-up and fixes number at 1.
+// Times a built module: warm-up, then `repeat` means of `number` runs (when 0, number
+// grows until one repeat lasts min_repeat_ms, and the batch that gets there is the first
+// repeat). `after_batch` is called, outside the timed regions, after each batch of runs
+// (the worker reports progress with it). `warm_run`: seconds of a call just made (0:
+// none): it stands for the warm-up and sizes the first batch.
 std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args, int repeat, int number,
                                 double min_repeat_ms, const std::function<void()>& after_batch = {},
                                 double warm_run = 0);

@@ -143,8 +143,12 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       if (ss.axes[a].kind == IterKind::Spatial) out.push_back(ss.axes[a].name);
     return out;
   };
+  // The largest auto-unroll step is drawn one time in eight, the others one in three and a
+  // half: 512 also unrolls the loops around a register block, its builds took 2.7x as long
+  // (0.65 s against 0.24, 45% of the build time of the ResNet-50 NCHW logs) and it was the
+  // best in 3 of those 23 layers and none of MobileNetV2's 30, by at most 7%.
   auto unroll_pragma = [&](const std::string& st) {
-    int64_t v = kUnrollSteps[tr.choice(int64_t(kUnrollSteps.size()))];
+    int64_t v = kUnrollSteps[tr.choice(int64_t(kUnrollSteps.size()), {0, 1, 2}, 1.0 / 6)];
     if (v > 0) s[st].pragma(leaves(st)[0], "auto_unroll_max_step", v);
   };
   // Fuse the first `n` of `axes` (outer loops) and run them in parallel.
