@@ -134,6 +134,11 @@ void unroll_micro_kernel(Schedule& s, const std::string& stage, const std::vecto
 
 Candidate SearchSpace::generate_cpu(Tracer& tr) const {
   Schedule s(w_.outputs);
+  // Inputs packed inside the kernel, and the loop of their reader they may be packed in.
+  struct Pack {
+    std::string packed, reader, at;
+  };
+  std::vector<Pack> packs;
   int lanes = this->lanes();
   auto leaves = [&](const std::string& st) { return s[st].leaf_axes(); };
   auto spatial_leaves = [&](const std::string& st) {
@@ -261,6 +266,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       }
       std::string packed = s.pack(Tensor(input), {s.tensor(m)}, dim, block).name();
       simple_root(packed, true);
+      packs.push_back({packed, m, ""});
     }
     if (v + 1 != op->axis.size()) {  // the accumulators: whole vectors along v
       std::vector<Axis> storage;
@@ -279,6 +285,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     for (auto& r : rl) order.push_back(r[1]);
     for (size_t d : register_block_order(op, sf, v, lanes)) order.push_back(sl[d][3]);
     s[m].reorder(order);
+    std::string pack_at = sl.back()[0];  // the innermost of the outermost tile loops
     if (!outer.empty()) {
       // The consumer follows the two outer tile levels; m is computed at level 1 or 2.
       std::vector<std::string> o0, o1, o2;
@@ -302,8 +309,12 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     } else {
       std::vector<std::string> s0;
       for (auto& x : sl) s0.push_back(x[0]);
-      parallel_outer(m, s0);
+      std::string par = parallel_outer(m, s0);
+      const StageState& ms = s.state().stage(m);
+      if (ms.find_axis(pack_at) >= 0 && ms.leaf_position(ms.find_axis(pack_at)) < 0) pack_at = par;  // fused
     }
+    for (auto& p : packs)  // a pack of this stage may go inside its outermost tile loops
+      if (p.reader == m && p.at.empty()) p.at = pack_at;
     std::string vec = sl[v][3];
     if (axis_extent(s, m, vec) > 1) s[m].vectorize(vec);
     unroll_pragma(m);
@@ -403,6 +414,12 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       }
     }
   }
+  // Where each packed input is packed: once for the whole call (the root), or inside its
+  // reader's outermost tile loops, just the part that tile reads, while it is in cache.
+  // These are the walk's last decisions, so every earlier decision keeps its place in the
+  // records of older logs.
+  for (auto& p : packs)
+    if (!p.at.empty() && tr.choice(2) == 1) s[p.packed].compute_at(s[p.reader], p.at);
   return tr.candidate(s);
 }
 

@@ -52,6 +52,17 @@ std::vector<Candidate> samples_with_step(const SearchSpace& space, uint64_t seed
   return out;
 }
 
+// Each candidate replays from its decisions; it and a mutant of it give the reference answer.
+void expect_correct_with_mutants(const SearchSpace& space, const Workload& w, const std::vector<Candidate>& cands) {
+  std::mt19937_64 rng(9);
+  for (auto& cand : cands) {
+    ASSERT_EQ(space.replay(cand.decisions, rng).key, cand.key);
+    ASSERT_LE(error_vs_default(w, cand.steps), 1e-3) << w.key() << ": " << cand.key;
+    Candidate mut = space.mutate(cand, rng);
+    ASSERT_LE(error_vs_default(w, mut.steps), 1e-3) << w.key() << ": " << mut.key;
+  }
+}
+
 TuneOptions small(int trials) {
   TuneOptions o;
   o.trials = trials;
@@ -129,6 +140,24 @@ TEST(Autotune, GemmSpacePacksTheStridedOperandIntoBlocks) {
   EXPECT_EQ(packed.size(), 3u);
 }
 
+TEST(Autotune, PackedInputsMayBePackedInsideTheirReadersTiles) {
+  // An input packed inside the kernel (the right-hand side of a GEMM that is not marked
+  // constant) is packed once at the root, or inside its reader's outermost tile loops, just
+  // the part the tile reads: those candidates replay, mutate and give the reference answer.
+  struct Case {
+    const char* op;
+    const char* shape;
+    const char* input;
+  };
+  for (Case c : {Case{"matmul", "M=33,N=72,K=20", "B"}, Case{"batch_matmul", "B=2,M=5,N=40,K=8", "Bm"}}) {
+    Workload w = make_workload(c.op, parse_shape(c.shape));
+    SearchSpace space(w, Target::host());
+    auto inside = samples_with_step(space, 5, std::string(R"(["compute_at",")") + c.input + ".pack\"", 3, 400);
+    EXPECT_EQ(inside.size(), 3u) << c.op;
+    expect_correct_with_mutants(space, w, inside);
+  }
+}
+
 TEST(Autotune, ConstantOperandsAreRewrittenIntoBlockedLayouts) {
   // Weights (and a matmul's B marked constant) may be stored blocked along the vector axis,
   // prepared once outside the kernel; in NCHW and depthwise convolutions the vector axis
@@ -149,13 +178,7 @@ TEST(Autotune, ConstantOperandsAreRewrittenIntoBlockedLayouts) {
     SearchSpace space(w, Target::host());
     auto rewritten = samples_with_step(space, 3, std::string(R"(["rewrite_layout",")") + c.input + "\"", 4, 200);
     EXPECT_EQ(rewritten.size(), 4u) << c.op << " " << c.shape;
-    std::mt19937_64 rng(9);
-    for (auto& cand : rewritten) {
-      ASSERT_EQ(space.replay(cand.decisions, rng).key, cand.key);
-      ASSERT_LE(error_vs_default(w, cand.steps), 1e-3) << c.op << ": " << cand.key;
-      Candidate mut = space.mutate(cand, rng);
-      ASSERT_LE(error_vs_default(w, mut.steps), 1e-3) << c.op << ": " << mut.key;
-    }
+    expect_correct_with_mutants(space, w, rewritten);
   }
   // Without the flag a matmul's B is an input like any other: packed per call, never rewritten.
   Workload plain = make_workload("matmul", parse_shape("M=9,N=40,K=24"));

@@ -111,7 +111,9 @@ class GuardRemover : public IRMutator {
       }
       int64_t suffix = lo;
       // Each partition copies the body: it pays only when most iterations lose a guard,
-      // and only while the copies stay within the budget.
+      // and only while the copies stay within the budget. A copy is priced at its size
+      // once unrolled: LLVM's time grows with it, and a random candidate with guards on
+      // many levels could otherwise multiply its code several times over.
       int64_t clean = std::max(prefix, suffix);
       int64_t copy = clean > 0 && 2 * clean >= ext ? unrolled_size(f->body, max_step_).stmts : budget_ + 1;
       if (copy <= budget_) {

@@ -24,7 +24,8 @@ UnrolledSize unrolled_size(const Stmt& s, int64_t max_step) {
     if (f->for_kind == ForKind::Vectorized) return b;
     int64_t n = 0;
     is_const_int(f->extent, &n);
-    return unrolls(f, max_step, b) ? UnrolledSize{b.stmts * n, b.steps * n, b.has_loop} : UnrolledSize{b.stmts, 1, true};
+    if (!unrolls(f, max_step, b)) return {b.stmts, 1, true};
+    return {b.stmts * n, b.steps * n, b.has_loop};
   }
   if (const Block* b = s.as<Block>()) {
     UnrolledSize sum{0, 0, false};
