@@ -172,6 +172,11 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     s[st].parallel(fused);
     return fused.name;
   };
+  // Loop `axis` of stage `st`, or the parallel loop `par` it was fused into.
+  auto unfused = [&](const std::string& st, const std::string& axis, const std::string& par) {
+    const StageState& ss = s.state().stage(st);
+    return ss.find_axis(axis) >= 0 && ss.leaf_position(ss.find_axis(axis)) < 0 ? par : axis;
+  };
   // A root stage without reuse: outer spatial loops parallel, inner one in vector lanes.
   auto simple_root = [&](const std::string& st, bool allow_parallel) {
     const StageState& ss = s.state().stage(st);
@@ -300,18 +305,13 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       int64_t level = 1 + tr.choice(2);
       if (micro) level = 2;  // still drawn above, so a mutation to another form keeps its place
       std::string par = parallel_outer(outer, o0);
-      std::string at = level == 1 ? o0.back() : o1.back();
-      if (s.state().stage(outer).find_axis(at) >= 0 &&
-          s.state().stage(outer).leaf_position(s.state().stage(outer).find_axis(at)) < 0)
-        at = par;  // the attach loop was fused into the parallel loop
+      std::string at = unfused(outer, level == 1 ? o0.back() : o1.back(), par);
       if (axis_extent(s, outer, o2.back()) <= 64 && axis_extent(s, outer, o2.back()) > 1) s[outer].vectorize(o2.back());
       s[m].compute_at(s[outer], at);
     } else {
       std::vector<std::string> s0;
       for (auto& x : sl) s0.push_back(x[0]);
-      std::string par = parallel_outer(m, s0);
-      const StageState& ms = s.state().stage(m);
-      if (ms.find_axis(pack_at) >= 0 && ms.leaf_position(ms.find_axis(pack_at)) < 0) pack_at = par;  // fused
+      pack_at = unfused(m, pack_at, parallel_outer(m, s0));
     }
     for (auto& p : packs)  // a pack of this stage may go inside its outermost tile loops
       if (p.reader == m && p.at.empty()) p.at = pack_at;

@@ -40,6 +40,12 @@ std::vector<ArgBuffer> bind_args(const ScheduleState& st, const std::vector<Tens
   return out;
 }
 
+LoweredFunc make_func(const std::string& name, const std::vector<ArgBuffer>& args, const Stmt& body) {
+  LoweredFunc f{name, {}, body};
+  for (auto& a : args) f.args.push_back(Tensor(a.op));
+  return f;
+}
+
 // The pipeline up to unrolling: loop nest, guards, flat buffers, vector code.
 Stmt lower_loops(const ScheduleState& st, const std::vector<ArgBuffer>& args, const Target& target,
                  const std::function<void(const std::string&, const Stmt&)>& log) {
@@ -99,9 +105,7 @@ LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& arg
     }
   }
 
-  out.func.name = name;
-  for (auto& a : out.args) out.func.args.push_back(Tensor(a.op));
-  out.func.body = s;
+  out.func = make_func(name, out.args, s);
   return out;
 }
 
@@ -109,9 +113,8 @@ LoweredProgram lower_for_features(const Schedule& sch, const std::vector<Tensor>
   if (target.is_gpu()) return lower_program(sch, args, "k", target, {});
   LoweredProgram out;
   out.args = bind_args(sch.state(), args);
-  out.func.name = "k";
-  for (auto& a : out.args) out.func.args.push_back(Tensor(a.op));
-  out.func.body = lower_loops(sch.state(), out.args, target, [](const std::string&, const Stmt&) {});
+  Stmt body = lower_loops(sch.state(), out.args, target, [](const std::string&, const Stmt&) {});
+  out.func = make_func("k", out.args, body);
   return out;
 }
 
