@@ -150,17 +150,24 @@ void make_conv2d_nchwc(Workload& w) {
   w.layout = "NCHW" + std::to_string(cb) + "c";
 }
 
-void make_depthwise(Workload& w) {
+// NCHW ("depthwise_conv2d", weights [C*M, 1, R, S]) or NHWC ("depthwise_conv2d_nhwc",
+// weights [R, S, C, M]).
+void make_depthwise_in(Workload& w, bool nhwc) {
   ops::Conv2dParams p = conv_params(w);
-  Tensor X = placeholder({get(w, "N"), get(w, "C"), get(w, "H"), get(w, "W")}, w.dtype, "X");
-  Tensor Wt = placeholder({get(w, "C") * get(w, "M"), 1, get(w, "R"), get(w, "S")}, w.dtype, "Wt");
-  Tensor Y = ops::depthwise_conv2d_nchw(X, Wt, p, "dwconv");
+  int64_t C = get(w, "C"), M = get(w, "M");
+  Tensor X = nhwc ? placeholder({get(w, "N"), get(w, "H"), get(w, "W"), C}, w.dtype, "X")
+                  : placeholder({get(w, "N"), C, get(w, "H"), get(w, "W")}, w.dtype, "X");
+  Tensor Wt = nhwc ? placeholder({get(w, "R"), get(w, "S"), C, M}, w.dtype, "Wt")
+                   : placeholder({C * M, 1, get(w, "R"), get(w, "S")}, w.dtype, "Wt");
+  Tensor Y = nhwc ? ops::depthwise_conv2d_nhwc(X, Wt, p, "dwconv") : ops::depthwise_conv2d_nchw(X, Wt, p, "dwconv");
   w.args = {X, Wt, Y};
   w.constants = {"Wt"};
   w.outputs = {Y};
   w.flops = conv_flops(w, Y, 1);
-  w.layout = "NCHW";
+  w.layout = nhwc ? "NHWC" : "NCHW";
 }
+void make_depthwise(Workload& w) { make_depthwise_in(w, false); }
+void make_depthwise_nhwc(Workload& w) { make_depthwise_in(w, true); }
 
 void make_softmax(Workload& w) {
   Tensor X = placeholder({get(w, "rows"), get(w, "cols")}, w.dtype, "X");
@@ -210,6 +217,9 @@ const std::vector<OpDef>& registry() {
        {"C", "H", "W", "K", "R", "S"}, make_conv2d_nchwc},
       {"depthwise_conv2d", "N, C, H, W, R, S; M=1 (multiplier), stride=1, pad=0, dilation=1",
        {{"M", 1}, {"stride", 1}, {"pad", 0}, {"dilation", 1}, {"N", 1}}, {"C", "H", "W", "R", "S"}, make_depthwise},
+      {"depthwise_conv2d_nhwc", "N, C, H, W, R, S; M=1 (multiplier), stride=1, pad=0, dilation=1 (NHWC, weights RSCM)",
+       {{"M", 1}, {"stride", 1}, {"pad", 0}, {"dilation", 1}, {"N", 1}}, {"C", "H", "W", "R", "S"},
+       make_depthwise_nhwc},
       {"softmax", "rows, cols", {}, {"rows", "cols"}, make_softmax},
       {"layer_norm", "rows, cols", {}, {"rows", "cols"}, make_layer_norm},
       {"max_pool2d", "N, C, H, W, R; stride=2, pad=0", {{"stride", 2}, {"pad", 0}, {"N", 1}},

@@ -133,7 +133,7 @@ class Tuner {
       improvements.emplace_back(searched, found->cand.steps);
     t.result.curve.emplace_back(searched, gflops);
     auto t_model = Clock::now();
-    retrain();
+    if (retraining_due()) retrain();
     t.result.time.model += seconds_since(t_model);
     t.result.time.total += seconds_since(t0);
     report(t);
@@ -168,6 +168,19 @@ class Tuner {
     if (!rec.ok()) ++t.result.errors;
   }
 
+  // A training costs in proportion to the records it learns from, so retraining after every
+  // round made a run's model time grow with the square of its length (53% of a 5,900-trial
+  // run). The model is retrained once the records have grown by a sixteenth (every round
+  // while they are few): amortised, a constant cost a record.
+  bool retraining_due() const {
+    return !model_.trained() || records() >= trained_on_ + std::max<size_t>(opts_.per_round, trained_on_ / 16);
+  }
+  size_t records() const {
+    size_t n = 0;
+    for (auto& t : tasks_) n += t->measured.size();
+    return n;
+  }
+
   // Labels: each workload's best cost over the candidate's cost (errors score 0).
   // History rows count less as the tasks' own measurements arrive: together the records
   // of the tuned operators weigh at most as much as max(kHistoryFloor, own records), those
@@ -175,6 +188,7 @@ class Tuner {
   // GEMM's own 100 and the model steered the GEMM search worse than no history at all.
   void retrain() {
     if (!opts_.use_cost_model) return;
+    trained_on_ = records();
     std::vector<std::vector<float>> rows = history_.rows;
     std::vector<float> labels = history_.labels;
     std::vector<float> importance;
@@ -301,6 +315,7 @@ class Tuner {
   TuneOptions opts_;  // its target gains the device name the runners report (start_runners)
   std::mt19937_64 rng_;
   CostModel model_;
+  size_t trained_on_ = 0;  // the tasks' records when the model was last trained
   std::vector<std::unique_ptr<TaskState>> tasks_;
   std::unique_ptr<LogWriter> writer_;
   std::unique_ptr<RunnerPool> runners_, checker_;  // GPU targets

@@ -1,5 +1,6 @@
 // Tuned kernels from tuning_logs/ against OpenBLAS (GEMM), oneDNN (conv2d: ResNet-50 in
-// NCHW16c and in NCHW, MobileNetV2 in NCHW) and Tessel's default schedules, at 1 and 2 threads.
+// NCHW16c, NCHW and NHWC, MobileNetV2 in NCHW and NHWC) and Tessel's default schedules, at 1 and 2 threads.
+// oneDNN picks its own best layouts (format `any`): it is the speed a user of it would get.
 //   bench_tuned [tuning_logs directory] [passes]
 // Every kernel is built once; then all cases are timed `passes` times over (3 by default,
 // about 3 minutes each), and the ratios use each implementation's best pass: on a
@@ -115,10 +116,11 @@ int main(int argc, char** argv) {
     dnnl::memory src, wei, dst;
   };
   std::deque<Onednn> onednn;
-  // ResNet-50's convolutions in the blocked layout and in the layout users give (NCHW), and
-  // MobileNetV2's depthwise and pointwise ones in NCHW. A depthwise layer is oneDNN's
+  // ResNet-50's convolutions in the blocked layout and in the layouts users give (NCHW, NHWC),
+  // and MobileNetV2's depthwise and pointwise ones in NCHW and NHWC. A depthwise layer is oneDNN's
   // grouped convolution with one group per channel.
-  for (std::string set : {"resnet50_conv2d", "resnet50_conv2d_nchw", "mobilenetv2_conv2d"}) {
+  for (std::string set : {"resnet50_conv2d", "resnet50_conv2d_nchw", "resnet50_conv2d_nhwc", "mobilenetv2_conv2d",
+                          "mobilenetv2_conv2d_nhwc"}) {
     bench::Report& conv = convs.emplace_back(set, passes);
     std::ifstream list(dir + "/" + set + ".txt");
     for (std::string line; std::getline(list, line);) {
@@ -128,7 +130,7 @@ int main(int argc, char** argv) {
       ss >> op >> shape_text;
       Workload w = make_workload(op, parse_shape(shape_text));
       auto& s = w.shape;
-      bool dw = op == "depthwise_conv2d";
+      bool dw = op.rfind("depthwise_conv2d", 0) == 0;
       int64_t C = s["C"], K = dw ? C : s["K"];
       std::string shape = std::string(dw ? "depthwise " : "") + "N=1,C=" + std::to_string(C) +
                           ",H=" + std::to_string(s["H"]) + ",W=" + std::to_string(s["W"]) +

@@ -174,6 +174,29 @@ Tensor depthwise_conv2d_nchw(const Tensor& X, const Tensor& W, const Conv2dParam
   }, name, "depthwise_conv2d");
 }
 
+Tensor depthwise_conv2d_nhwc(const Tensor& X, const Tensor& W, const Conv2dParams& p, const std::string& name) {
+  check_rank("depthwise_conv2d_nhwc", "X", X, 4);
+  check_rank("depthwise_conv2d_nhwc", "W", W, 4);
+  check_params(p, "depthwise_conv2d_nhwc");
+  auto& xs = X.shape();
+  auto& ws = W.shape();
+  int64_t N = xs[0], H = xs[1], Wd = xs[2], C = xs[3], R = ws[0], S = ws[1], m = ws[3];
+  TESSEL_USER_CHECK(ws[2] == C, "depthwise_conv2d_nhwc: W", shape_str(ws), " must be [R, S, C=", C,
+                    ", multiplier] for X", shape_str(xs));
+  int64_t OH = out_size(H, R, p.stride_h, p.pad_h, p.dilation_h, "depthwise_conv2d_nhwc", "height");
+  int64_t OW = out_size(Wd, S, p.stride_w, p.pad_w, p.dilation_w, "depthwise_conv2d_nhwc", "width");
+  Tensor Xp = pad(X, {0, p.pad_h, p.pad_w, 0}, {0, p.pad_h, p.pad_w, 0}, 0.0, name + ".pad");
+  IterVar ry = reduce_axis(R, "ry"), rx = reduce_axis(S, "rx");
+  return compute({N, OH, OW, C * m}, [&](Var n, Var y, Var x, Var k) {
+    // Multiplier 1 reads channel k itself: the weights' channel axis is then the output's.
+    Expr c = m == 1 ? Expr(k) : k / int(m);
+    Expr j = m == 1 ? Expr(0) : k % int(m);
+    return sum(Xp(n, window(y, ry, p.stride_h, p.dilation_h), window(x, rx, p.stride_w, p.dilation_w), c) *
+                   W(ry, rx, c, j),
+               {ry, rx}, reads_input(y, ry, x, rx, p, H, Wd));
+  }, name, "depthwise_conv2d");
+}
+
 Tensor nchw_to_nchwc(const Tensor& X, int64_t cb, const std::string& name) {
   check_rank("nchw_to_nchwc", "X", X, 4);
   auto& s = X.shape();

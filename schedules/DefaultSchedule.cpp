@@ -272,14 +272,15 @@ bool schedule_rowwise(Schedule& s, const std::string& out) {
 // The layout of a 4-D convolution stage, from how it reads its weights: W(k, ...) with k
 // its second axis is NCHW (weights KCRS), W(..., k) with k its last axis is NHWC (HWIO).
 std::string conv_layout(const OperationNode* op) {
-  if (op->tag != "conv2d" || op->shape.size() != 4 || op->inputs().size() != 2) return "";
+  bool dw = op->tag == "depthwise_conv2d";
+  if ((op->tag != "conv2d" && !dw) || op->shape.size() != 4 || op->inputs().size() != 2) return "";
   const OperationNode* w = op->inputs()[1].get();
   std::string layout;
   visit_exprs(op->body, [&](const Expr& e) {
     const TensorLoad* l = e.as<TensorLoad>();
     if (!l || l->op.get() != w || l->indices.size() != 4) return;
     if (l->indices[0].same_as(op->axis[1].var())) layout = "NCHW";
-    else if (l->indices[3].same_as(op->axis[3].var())) layout = "NHWC";
+    else if (l->indices[dw ? 2 : 3].same_as(op->axis[3].var())) layout = "NHWC";
   });
   return layout;
 }
@@ -484,7 +485,9 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
     bool reduce = op->reduction() != nullptr;
 
     std::string layout = conv_layout(op);
-    bool depthwise = op->tag == "depthwise_conv2d" && op->shape.size() == 4;
+    // In NHWC (multiplier 1) a depthwise convolution is scheduled as a convolution with no
+    // channel reduction: the channels are the vector either way.
+    bool depthwise = op->tag == "depthwise_conv2d" && op->shape.size() == 4 && layout != "NHWC";
     if (op->tag == "matmul" || (op->tag == "conv2d" && op->shape.size() == 5) || !layout.empty() || depthwise) {
       bool nchwc = op->tag == "conv2d" && layout.empty();
       std::string out = name, acc;

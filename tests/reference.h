@@ -38,6 +38,22 @@ struct View {
   }
 };
 
+// Y = X with its dimensions reordered: Y's dimension d is X's dimension perm[d].
+inline Buffer permute(const Buffer& X, const std::vector<int>& perm) {
+  const auto& xs = X.shape();
+  std::vector<int64_t> ys;
+  for (int d : perm) ys.push_back(xs[size_t(d)]);
+  Buffer Y(ys, X.dtype());
+  std::vector<int64_t> xst = strides(xs), idx(ys.size(), 0);
+  for (int64_t f = 0; f < Y.size(); ++f) {
+    int64_t src = 0;
+    for (size_t d = 0; d < ys.size(); ++d) src += idx[d] * xst[size_t(perm[d])];
+    Y.set(f, X.get(src));
+    for (size_t d = ys.size(); d-- > 0 && ++idx[d] == ys[d];) idx[d] = 0;
+  }
+  return Y;
+}
+
 // C = A x B with Eigen, in double.
 inline Buffer matmul(const Buffer& A, const Buffer& B, bool ta = false, bool tb = false) {
   using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;

@@ -114,6 +114,7 @@ INSTANTIATE_TEST_SUITE_P(Autotune, Space,
                                            SpaceCase{"conv2d_nchwc", "C=16,H=7,W=7,K=32,R=3,S=3,pad=1", 3, 16},
                                            SpaceCase{"conv2d_nhwc", "C=8,H=9,W=9,K=24,R=3,S=3,pad=1,stride=2", 3, 16},
                                            SpaceCase{"depthwise_conv2d", "C=24,H=9,W=9,R=3,S=3,pad=1,stride=2", 3, 16},
+                                           SpaceCase{"depthwise_conv2d_nhwc", "C=24,H=9,W=9,R=3,S=3,pad=1", 3, 16},
                                            SpaceCase{"dense", "M=9,N=40,K=24", 2, 16},
                                            SpaceCase{"softmax", "rows=6,cols=100", 1, 12},
                                            SpaceCase{"layer_norm", "rows=5,cols=48", 1, 12},
@@ -172,6 +173,7 @@ TEST(Autotune, ConstantOperandsAreRewrittenIntoBlockedLayouts) {
                  Case{"conv2d", "C=8,H=7,W=7,K=20,R=1,S=1,bias_relu=1", "Wt"},
                  Case{"conv2d_nhwc", "C=8,H=9,W=9,K=40,R=3,S=3,pad=1", "Wt"},
                  Case{"depthwise_conv2d", "C=24,H=9,W=9,R=3,S=3,pad=1,stride=2", "Wt"},
+                 Case{"depthwise_conv2d_nhwc", "C=20,H=9,W=9,R=3,S=3,pad=1,stride=2", "Wt"},
                  Case{"dense", "M=9,N=40,K=24", "W"}, Case{"matmul", "M=9,N=40,K=24,const_b=1", "B"},
                  Case{"batch_matmul", "B=2,M=5,N=24,K=8,const_b=1", "Bm"}}) {
     Workload w = make_workload(c.op, parse_shape(c.shape));

@@ -96,28 +96,9 @@ TEST_P(Conv2d, NhwcMatchesLoops) {
   Tensor W = placeholder({c.R, c.S, c.C / c.p.groups, c.K}, float32, "W");
   Tensor Y = ops::conv2d_nhwc(X, W, c.p);
   Buffer x = ref::random(X.shape(), 7), w = ref::random(W.shape(), 8);
-  // Same numbers in NCHW / KCRS order for the reference.
-  Buffer xn({c.N, c.C, c.H, c.W}, float32), wn({c.K, c.C / c.p.groups, c.R, c.S}, float32);
-  ref::View xv(x), wv(w);
-  for (int64_t n = 0; n < c.N; ++n)
-    for (int64_t ch = 0; ch < c.C; ++ch)
-      for (int64_t h = 0; h < c.H; ++h)
-        for (int64_t ww = 0; ww < c.W; ++ww) xn.set(((n * c.C + ch) * c.H + h) * c.W + ww, xv({n, h, ww, ch}));
-  for (int64_t k = 0; k < c.K; ++k)
-    for (int64_t ch = 0; ch < c.C / c.p.groups; ++ch)
-      for (int64_t r = 0; r < c.R; ++r)
-        for (int64_t s = 0; s < c.S; ++s)
-          wn.set(((k * (c.C / c.p.groups) + ch) * c.R + r) * c.S + s, wv({r, s, ch, k}));
-  Buffer want = ref::conv2d_nchw(xn, wn, c.p);
-  Buffer got = run_default({X, W, Y}, {x, w})[0];
-  ref::View gv(got), rv(want);
-  auto& os = got.shape();
-  double err = 0;
-  for (int64_t n = 0; n < os[0]; ++n)
-    for (int64_t y = 0; y < os[1]; ++y)
-      for (int64_t xx = 0; xx < os[2]; ++xx)
-        for (int64_t k = 0; k < os[3]; ++k) err = std::max(err, std::abs(gv({n, y, xx, k}) - rv({n, k, y, xx})));
-  EXPECT_LT(err, 1e-4);
+  // Same numbers in NCHW / KCRS order for the reference, its answer back in NHWC.
+  Buffer want = ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), ref::permute(w, {3, 2, 0, 1}), c.p);
+  ref::expect_close(run_default({X, W, Y}, {x, w})[0], ref::permute(want, {0, 2, 3, 1}));
 }
 
 TEST_P(Conv2d, NchwcWithLayoutTransformsMatchesLoops) {
@@ -164,6 +145,27 @@ TEST(Ops, DepthwiseConv2d) {
     Buffer want = ref::conv2d_nchw(x2, w2, q);
     ref::expect_close(run_default({X2, W2, Y2}, {x2, w2})[0], want);
     ref::expect_close(ref::run(ops::default_schedule({Y2}, Target::host(), {W2}), {X2, W2, Y2}, {x2, w2})[0], want);
+  }
+}
+
+TEST(Ops, DepthwiseConv2dNhwc) {
+  // Weights [R, S, C, m]: output channel c*m + j reads channel c with W[., ., c, j], as the
+  // grouped NCHW convolution with weights [C*m, 1, R, S] does. Multiplier 2, and multiplier
+  // 1 (the channels the vector) at stride 1 and 2, with the weights rewritten once too.
+  struct Case {
+    int64_t C, m, stride;
+  };
+  for (Case c : {Case{6, 2, 1}, Case{24, 1, 1}, Case{20, 1, 2}}) {
+    ops::Conv2dParams p{c.stride, c.stride, 1, 1, 1, 1, 1};
+    Tensor X = placeholder({1, 10, 11, c.C}, float32, "X"), W = placeholder({3, 3, c.C, c.m}, float32, "W");
+    Tensor Y = ops::depthwise_conv2d_nhwc(X, W, p);
+    Buffer x = ref::random(X.shape(), 5), w = ref::random(W.shape(), 6);
+    Buffer cmrs = ref::permute(w, {2, 3, 0, 1}), wn({c.C * c.m, 1, 3, 3}, float32);
+    for (int64_t i = 0; i < wn.size(); ++i) wn.set(i, cmrs.get(i));  // [C, m, R, S] is [C*m, 1, R, S] in memory
+    p.groups = c.C;
+    Buffer want = ref::permute(ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), wn, p), {0, 2, 3, 1});
+    ref::expect_close(run_default({X, W, Y}, {x, w})[0], want);
+    ref::expect_close(ref::run(ops::default_schedule({Y}, Target::host(), {W}), {X, W, Y}, {x, w})[0], want);
   }
 }
 

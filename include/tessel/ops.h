@@ -51,6 +51,10 @@ Tensor conv2d_nchwc(const Tensor& X, const Tensor& W, const Conv2dParams& p = {}
 // X [N, C, H, W], W [C*m, 1, R, S] (channel multiplier m) -> [N, C*m, OH, OW].
 Tensor depthwise_conv2d_nchw(const Tensor& X, const Tensor& W, const Conv2dParams& p = {},
                              const std::string& name = "dwconv");
+// X [N, H, W, C], W [R, S, C, m] (TensorFlow's depthwise layout) -> [N, OH, OW, C*m]; output
+// channel c*m + j reads input channel c with weight W[., ., c, j].
+Tensor depthwise_conv2d_nhwc(const Tensor& X, const Tensor& W, const Conv2dParams& p = {},
+                             const std::string& name = "dwconv");
 
 // Layout transforms for the blocked convolution.
 Tensor nchw_to_nchwc(const Tensor& X, int64_t cb, const std::string& name = "X_nchwc");
