@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "autotune/Pipes.h"
+#include "driver/Paths.h"
 
 namespace tessel::autotune {
 namespace {
@@ -53,9 +54,7 @@ struct RunnerPool::Runner {
 };
 
 std::string local_runner_command(const Target& target) {
-  const char* env = std::getenv("TESSEL_RUNNER");
-  std::string exe = env && *env ? env : TESSEL_RUNNER_PATH;
-  return "'" + exe + "' " + (target.kind == Target::Kind::CUDA ? "cuda" : "opencl");
+  return "'" + runner_program() + "' " + (target.kind == Target::Kind::CUDA ? "cuda" : "opencl");
 }
 
 RunnerPool::RunnerPool(std::vector<std::string> commands, double timeout)

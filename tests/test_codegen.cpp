@@ -108,10 +108,16 @@ TEST(CodeGen, ExportSharedLibraryWithHeader) {
   std::string header((std::istreambuf_iterator<char>(hf)), std::istreambuf_iterator<char>());
   EXPECT_NE(header.find("int32_t scale_add(void* const* args);"), std::string::npos) << header;
   EXPECT_NE(header.find("args[2]: Y float32[16, 16]"), std::string::npos) << header;
+  EXPECT_NE(header.find("Compiled for the CPU " + host_cpu_name()), std::string::npos) << header;
+  EXPECT_NE(header.find("TESSEL_NUM_THREADS"), std::string::npos) << header;
+  // Linked with `-z text`: position-independent, or the link would have failed.
   void* lib = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_TRUE(lib) << dlerror();
   auto fn = reinterpret_cast<int32_t (*)(void* const*)>(dlsym(lib, "scale_add"));
   ASSERT_TRUE(fn);
+  // Only the entry point is exported, not the runtime linked into it.
+  EXPECT_EQ(dlsym(lib, "tessel_parallel_for"), nullptr);
+  EXPECT_EQ(dlsym(lib, "tessel_alloc"), nullptr);
   Buffer a = ref::random(A.shape(), 1), b = ref::random(B.shape(), 2), y({16, 16}, float32);
   void* args[] = {a.raw(), b.raw(), y.raw()};
   EXPECT_EQ(fn(args), 0);

@@ -64,11 +64,13 @@ struct JitKernel::Impl {
   std::unique_ptr<llvm::TargetMachine> tm;
   llvm::orc::ThreadSafeContext ctx;    // shared with the JIT; outlives `copy`
   std::unique_ptr<llvm::Module> copy;  // the optimised module, kept for asm/object output
+  Target target;
 };
 
 JitKernel::JitKernel(const LoweredProgram& prog, const Target& target, bool libm_math)
     : impl_(std::make_unique<Impl>()), cpu_(target.cpu) {
   init_llvm();
+  impl_->target = target;
   auto jtmb = machine_builder(target);
   impl_->tm = check(jtmb.createTargetMachine(), "creating the target machine");
   impl_->ctx = llvm::orc::ThreadSafeContext(std::make_unique<llvm::LLVMContext>());
@@ -155,8 +157,12 @@ std::string JitKernel::assembly() const {
 }
 
 void JitKernel::write_object(const std::string& path) const {
+  // For a shared library: position-independent, so it loads without text relocations.
+  auto jtmb = machine_builder(impl_->target);
+  jtmb.setRelocationModel(llvm::Reloc::PIC_);
+  auto tm = check(jtmb.createTargetMachine(), "creating the target machine");
   auto m = llvm::CloneModule(*impl_->copy);
-  std::string obj = emit_file(*impl_->tm, *m, llvm::CodeGenFileType::ObjectFile);
+  std::string obj = emit_file(*tm, *m, llvm::CodeGenFileType::ObjectFile);
   std::error_code ec;
   llvm::raw_fd_ostream out(path, ec);
   TESSEL_USER_CHECK(!ec, "cannot write object file '", path, "': ", ec.message());
