@@ -60,6 +60,7 @@ Record make_record(const Workload& w, const Target& t) {
   r.vector_bytes = t.vector_bytes;
   r.cache_line = t.cache_line_bytes;
   r.timestamp = int64_t(std::time(nullptr));
+  r.flops = w.flops;
   return r;
 }
 
@@ -113,6 +114,9 @@ std::string Record::to_json() const {
   j["build_s"] = build_seconds;
   if (estimate) j["estimate"] = true;  // written only when set: CPU logs stay as they were
   j["timestamp"] = timestamp;
+  if (flops > 0) j["flops"] = flops;
+  if (round >= 0) j["round"] = round;
+  if (std::isfinite(predicted)) j["predicted"] = predicted;
   return j.dump();
 }
 
@@ -156,6 +160,9 @@ Record record_from_json(const std::string& line) {
     r.build_seconds = j.at("build_s");
     r.timestamp = j.at("timestamp");
     r.estimate = j.value("estimate", false);
+    r.flops = j.value("flops", 0.0);
+    r.round = j.value("round", -1);
+    r.predicted = j.value("predicted", std::numeric_limits<double>::quiet_NaN());
     return r;
   } catch (const json::exception& e) {
     throw Error(std::string("a field is missing or has the wrong type (") + e.what() + ")");

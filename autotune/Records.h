@@ -2,6 +2,7 @@
 /** \file The tuning log: JSON lines, one record per measured candidate, appended and
  * flushed record by record. See kLogVersion for the format's version. */
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,9 @@ namespace tessel::autotune {
 // Version 1: {"v","workload":{key,hash,op,shape,dtype,layout},"target":{key,str,cores,
 // vector_bytes,cache_line},"steps":[...],"decisions":[[kind,range,[values]],...],
 // "costs":[seconds...],"error":code,"error_name","message","build_s","timestamp"}, and "estimate":true
-// on records whose cost the static GPU model estimated (no GPU ran them)
+// on records whose cost the static GPU model estimated (no GPU ran them). Optional, for
+// reports (older records lack them): "flops" (the workload's), "round" (the tuning round of
+// the run that measured it) and "predicted" (the cost model's score when it was proposed).
 constexpr int kLogVersion = 1;
 
 enum class ErrorCode : int {
@@ -44,6 +47,9 @@ struct Record {
   double build_seconds = 0;
   bool estimate = false;  // costs from the static model of a GPU kernel, not a measurement
   int64_t timestamp = 0;
+  double flops = 0;        // 0: not recorded
+  int round = -1;          // -1: not measured in a search round (default schedule, finals, older logs)
+  double predicted = std::numeric_limits<double>::quiet_NaN();  // NaN: no trained model proposed it
 
   bool ok() const { return error == ErrorCode::None && !costs.empty(); }
   double mean_cost() const;  // +inf for errors

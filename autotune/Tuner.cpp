@@ -121,7 +121,16 @@ class Tuner {
     for (auto& c : cands) steps.push_back(c.steps), idx.push_back(candidate_counter_++);
     double known = std::min(best_seconds(t), t.result.default_seconds);
     std::vector<MeasureResult> res = t.measurer->measure(steps, idx, std::isfinite(known) ? known : 0);
-    for (size_t i = 0; i < cands.size(); ++i) record(t, cands[i], res[i]);
+    // What the model predicted for them, for reports (the features are cached by now).
+    std::vector<float> predicted;
+    if (opts_.use_cost_model && model_.trained()) {
+      std::vector<std::vector<float>> rows;
+      for (auto& c : cands) rows.push_back(features_of(t, opts_.target, c));
+      predicted = model_.predict(rows);
+    }
+    for (size_t i = 0; i < cands.size(); ++i)
+      record(t, cands[i], res[i], rounds_, predicted.empty() ? std::nan("") : double(predicted[i]));
+    ++rounds_;
     if (!t.model_trusted) t.model_trusted = policy_.model_ranks_latest(t, cands.size());
     t.best_history.push_back(best_seconds(t));
     // The search's own progress: its trials (not the default's measurement) and its best.
@@ -141,8 +150,11 @@ class Tuner {
 
   // ---- records ----
   // A measurement as a log record, appended to the log.
-  Record log_record(const TaskState& t, const Candidate& c, const MeasureResult& r) {
+  Record log_record(const TaskState& t, const Candidate& c, const MeasureResult& r, int round = -1,
+                    double predicted = std::nan("")) {
     Record rec = make_record(t.w, opts_.target);
+    rec.round = round;
+    rec.predicted = predicted;
     rec.steps = c.steps;
     rec.decisions = c.decisions;
     rec.costs = r.costs;
@@ -156,8 +168,9 @@ class Tuner {
 
   // Candidates found invalid when compiled (registers, spills) are logged, so a resumed run
   // skips them, but cost no trial: they never ran.
-  void record(TaskState& t, const Candidate& c, const MeasureResult& r) {
-    Record rec = log_record(t, c, r);
+  void record(TaskState& t, const Candidate& c, const MeasureResult& r, int round = -1,
+              double predicted = std::nan("")) {
+    Record rec = log_record(t, c, r, round, predicted);
     add_measured(t, c, rec);
     if (rec.error == ErrorCode::Invalid) {
       ++t.result.rejected;
@@ -323,6 +336,7 @@ class Tuner {
   SearchPolicy policy_{opts_, rng_, model_};
   static constexpr double kHistoryFloor = 64;
   int trials_ = 0, loaded_trials_ = 0, candidate_counter_ = 0;
+  int rounds_ = 0;  // search rounds of this run, numbered in the log's records
   Clock::time_point start_;
 };
 

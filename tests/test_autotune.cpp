@@ -492,6 +492,35 @@ TEST(Autotune, CrashingAndHangingCandidatesAreRecordedAndTuningGoesOn) {
   EXPECT_TRUE(hang);
 }
 
+TEST(Autotune, ReportDrawsEveryTaskFromItsLog) {
+  // A run with a crashing candidate and rounds proposed by a trained model: the page has a
+  // chart per workload, the error by kind, the default line, a vendor line where given, and
+  // the model's predicted-against-measured ranks; nothing in it is fetched from elsewhere.
+  Workload w = make_workload("matmul", parse_shape("M=32,N=32,K=40"));
+  TuneOptions o = small(24);
+  o.log = tmp("report.json");
+  std::remove(o.log.c_str());
+  o.plant_crash_at = 2;
+  tune(w, o);
+  auto recs = read_log(o.log);
+  EXPECT_TRUE(std::any_of(recs.begin(), recs.end(), [](const Record& r) { return std::isfinite(r.predicted); }));
+  EXPECT_TRUE(std::any_of(recs.begin(), recs.end(), [&](const Record& r) { return r.flops == w.flops; }));
+  ReportOptions ro;
+  ro.vendor[w.key()] = {"vendor-blas", 12.5};
+  std::string html = tmp("report.html");
+  write_report({o.log}, html, ro);
+  std::ifstream in(html);
+  std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (std::string part : {std::string("<svg"), std::string("Best GFLOP/s against trials"),
+                           std::string("Best GFLOP/s against tuning time"), std::string("runtime"),
+                           std::string("default schedule"), std::string("vendor-blas 12.5"),
+                           std::string("mean Spearman correlation"), w.key()})
+    EXPECT_NE(page.find(part), std::string::npos) << part;
+  EXPECT_EQ(page.find("http"), std::string::npos);
+  EXPECT_EQ(page.find("<script"), std::string::npos);
+  ref::expect_error([&] { write_report({tmp("no_such_log.json")}, html); }, {"no_such_log.json", "no tuning records"});
+}
+
 // Candidates build side by side: one whose build hangs is a build timeout, and the one
 // built beside it, which then waited past the same deadline, is measured all the same.
 TEST(Autotune, HangingBuildDoesNotTakeItsNeighbourDown) {

@@ -67,7 +67,7 @@ std::vector<std::string> split_commas(const std::string& list) {
 int main(int argc, char** argv) {
   po::options_description desc("tune: search schedules for tensor operators on this CPU or a GPU and log every measurement\n\nOptions");
   std::string op, shape, log, cost_model, workloads, target_text = "llvm", dtype_name = "float32", merge,
-              keep_best_in, history;
+              keep_best_in, history, report;
   std::vector<std::string> runners;
   TuneOptions o;
   desc.add_options()
@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
       ("random-search", "measure random candidates of the same space instead of model-guided ones")
       ("merge", po::value(&merge), "comma-separated logs to merge into --log, then exit")
       ("keep-best", po::value(&keep_best_in), "write only the best record per workload and target of this log to --log, then exit")
+      ("report", po::value(&report), "at the end, write an HTML report of --log to this file (tessel-report draws one of any log)")
       ("print-best", "print the best record of --op/--shape in --log as C++ schedule code, then exit");
   po::variables_map vm;
   try {
@@ -160,6 +161,7 @@ int main(int argc, char** argv) {
     if (o.repeat <= 0) usage_error("--repeat must be positive");
     if (o.remeasure_top < 0) usage_error("--finals must be 0 (no finals) or more");
     if (o.resume && log.empty()) usage_error("--resume needs --log");
+    if (!report.empty() && log.empty()) usage_error("--report draws the records of --log; give it");
     o.log = log;
     o.use_cost_model = !vm.count("random-search");
     if (!history.empty()) o.history = split_commas(history);
@@ -214,6 +216,10 @@ int main(int argc, char** argv) {
                   pct(other));
     }
     if (!log.empty()) std::printf("log: %s\n", log.c_str());
+    if (!report.empty()) {
+      write_report({log}, report);
+      std::printf("report: %s\n", report.c_str());
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "tune: %s\n", e.what());
     return 2;

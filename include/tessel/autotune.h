@@ -156,6 +156,19 @@ std::optional<BestSchedule> best_schedule(const std::string& log_path, const Wor
 Module build_best(const std::string& log_path, const Workload& w, const Target& target = Target::host(),
                   bool* found = nullptr);
 
+// ---- reports ----
+
+struct ReportOptions {
+  // A vendor library's speed per workload key, drawn as a line: key -> (label, GFLOP/s).
+  std::map<std::string, std::pair<std::string, double>> vendor;
+};
+// One self-contained HTML page (inline SVG, nothing fetched) about the logs: per workload
+// the best speed against trials and against tuning time with every measured candidate, the
+// default schedule (and vendor) as lines, errors by kind, the cost model's predicted against
+// measured rank in each round; a table of the tasks and their share of the trials.
+void write_report(const std::vector<std::string>& logs, const std::string& html_path,
+                  const ReportOptions& opts = {});
+
 // Log maintenance: merge several logs into one; keep only the best record per
 // (workload, target). Return the number of records written.
 int merge_logs(const std::vector<std::string>& inputs, const std::string& output);
