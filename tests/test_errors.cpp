@@ -159,6 +159,76 @@ TEST(Errors, BadTensorDefinitions) {
                {"the height output size is -2", "does not fit"});
 }
 
+TEST(Errors, ReadsOutsideATensorAreCaughtWhenLowered) {
+  // A 3x3 blur as a new user writes it: its output as large as its input, so the window
+  // reads one element past each edge. The read, the index and its range are named.
+  Tensor In = placeholder({16, 20}, float32, "In");
+  auto blur = [&](int64_t h, int64_t w, const char* name) {
+    return compute({h, w}, [&](Var y, Var x) {
+      Expr s = In(y, x);
+      for (int d = 1; d < 3; ++d) s = s + In(y + d, x) + In(y, x + d);
+      return s;
+    }, name);
+  };
+  Tensor Bad = blur(16, 20, "Bad");
+  expect_error([&] { build(Schedule({Bad}), {In, Bad}); },
+               {"'Bad' reads In[", "index 0, (i + 1), ranges over [1, 16]", "In has 16 elements in dimension 0",
+                "valid: 0 to 15"});
+  Tensor Good = blur(14, 18, "Good");
+  EXPECT_NO_THROW(build(Schedule({Good}), {In, Good}));
+  // A select evaluates both branches, so it guards nothing: clamped indices build, a read
+  // "guarded" by a select is named with the reason. A reduction's `where` does guard.
+  Tensor Clamped = compute({16, 20}, [&](Var y, Var x) {
+    return select(x < 19, In(y, min(x + 1, Expr(19))), 0.0f) + In(max(y - 1, Expr(0)), x);
+  }, "Clamped");
+  EXPECT_NO_THROW(build(Schedule({Clamped}), {In, Clamped}));
+  Tensor Selected = compute({16, 20}, [&](Var y, Var x) { return select(x < 19, In(y, x + 1), 0.0f); }, "Selected");
+  expect_error([&] { build(Schedule({Selected}), {In, Selected}); },
+               {"ranges over [1, 20]", "a select evaluates both of its branches"});
+  IterVar r = reduce_axis(8, "r");
+  Tensor Where = compute({16}, [&](Var y) { return sum(In(y, r + 14), {r}, r < 6); }, "Where");
+  EXPECT_NO_THROW(build(Schedule({Where}), {In, Where}));
+  Tensor Leaky = compute({16}, [&](Var y) { return sum(In(y, r + 14), {r}, r < 7); }, "Leaky");
+  expect_error([&] { build(Schedule({Leaky}), {In, Leaky}); },
+               {"ranges over [14, 20] where its reduction's condition holds"});
+  // A condition that couples two variables proves nothing either way: no error is claimed.
+  IterVar q = reduce_axis(20, "q");
+  Tensor Coupled = compute({16}, [&](Var y) { return sum(In(y, y + q), {q}, y + q < 20); }, "Coupled");
+  EXPECT_NO_THROW(build(Schedule({Coupled}), {In, Coupled}));
+}
+
+TEST(Errors, CheckedBuildsStopAtAReadOutsideWhenItHappens) {
+  // Reads lowering cannot prove inside: a gather through an index tensor, and an index
+  // whose range interval arithmetic overestimates (x % 2 + x, written with a division). A
+  // checked build runs them, vectorized too, and stops with the message at the first read
+  // outside; a plain build does not check them.
+  Tensor In = placeholder({16}, float32, "In");
+  Tensor Idx = placeholder({16}, int32, "Idx");
+  auto odd = [](Expr x) { return x - x / 2 * 2 + x; };
+  Tensor Gather = compute({16}, [&](Var i) { return In(Idx(i)) + In(odd(i) / 2); }, "Gather");
+  Schedule s({Gather});
+  auto [o, v] = s[Gather].split("i", 8);
+  s[Gather].vectorize(v);
+  BuildOptions checked;
+  checked.lower.check_bounds = true;
+  Module m = build(s, {In, Idx, Gather}, checked);
+  EXPECT_EQ(m.lowered().index_errors.size(), 2u);
+  Buffer in = ref::random({16}, 1), idx({16}, int32), out({16}, float32);
+  for (int i = 0; i < 16; ++i) idx.set(i, 15 - i);
+  m({in, idx, out});
+  for (int i = 0; i < 16; ++i) EXPECT_FLOAT_EQ(float(out.get(i)), float(in.get(15 - i) + in.get((i % 2 + i) / 2)));
+  idx.set(11, 16);
+  EXPECT_DEATH(m({in, idx, out}), "checked kernel stopped: 'Gather' reads In\\[Idx\\(i\\)\\].*index 0, Idx\\(i\\), "
+                                  "was outside when the kernel ran, but In has 16 elements");
+  Tensor Past = compute({16}, [&](Var i) { return In(odd(i)); }, "Past");  // 16 at i = 15
+  BuildOptions checked_gpu = checked;
+  checked_gpu.target = Target::parse("opencl");
+  expect_error([&] { build(Schedule({Past}), {In, Past}, checked_gpu); }, {"a checked build is for CPU targets"});
+  Module p = build(Schedule({Past}), {In, Past}, checked);
+  EXPECT_DEATH(p({in, out}), "checked kernel stopped: 'Past' reads In\\[");
+  EXPECT_TRUE(build(Schedule({Past}), {In, Past}).lowered().index_errors.empty());
+}
+
 TEST(Errors, UnknownPragmaAndTarget) {
   Mm m;
   Schedule s({m.D});

@@ -19,6 +19,10 @@ struct LowerOptions {
   std::function<void(const std::string& pass, const std::string& ir)> dump;
   // Tests only: leave out barrier insertion, to show that the barrier tests can fail.
   bool skip_thread_sync = false;
+  // A checked build (CPU targets): every read that lowering cannot prove inside its tensor
+  // (reads that it proves outside are always an error) is checked when the kernel runs; one
+  // outside prints the same message and stops the program (abort). Slower: for debugging.
+  bool check_bounds = false;
 };
 
 // A lowered loop program: its arguments (inputs and outputs, in call order) and body.
@@ -26,6 +30,7 @@ struct LoweredFunc {
   std::string name;
   std::vector<Tensor> args;
   Stmt body;
+  std::vector<std::string> index_errors;  // check_bounds: the message of each CheckIndex, by id
   std::string str() const;  // readable loops
 };
 

@@ -25,6 +25,7 @@ class CodeGen {
 
   void emit_kernel(const LoweredProgram& prog) {
     const std::string& name = prog.func.name;
+    index_errors_ = &prog.func.index_errors;
     llvm::Type* ptr = b_.getPtrTy();
     // name_impl(noalias ptr...) holds the body.
     std::vector<llvm::Type*> params(prog.args.size(), ptr);
@@ -272,6 +273,7 @@ class CodeGen {
     std::vector<llvm::Value*> args;
     for (auto& a : c->args) args.push_back(emit(a));
     if (c->op == Intrinsic::Skippable) return args[0];  // checking a skippable guard is always right
+    if (c->op == Intrinsic::CheckIndex) return check_index(c, args);
     // float16 math runs in float32.
     if (t.is_float() && t.bits == 16) {
       llvm::Type* f32 = type(float32.with_lanes(t.lanes));
@@ -279,6 +281,33 @@ class CodeGen {
       return b_.CreateFPTrunc(call_f(c->op, float32.with_lanes(t.lanes), args), type(t));
     }
     return call_f(c->op, t, args);
+  }
+
+  // A checked build's read: where the guard holds and the index (any lane of it) is outside
+  // [0, extent), tessel_index_error(message) stops the program.
+  llvm::Value* check_index(const Call* c, std::vector<llvm::Value*>& args) {
+    llvm::Value *idx = args[0], *guard = args[2];
+    const Expr& id_expr = c->args[3];
+    const Broadcast* bc = id_expr.as<Broadcast>();
+    int64_t id = 0;
+    TESSEL_INTERNAL_CHECK(is_const_int(bc ? bc->value : id_expr, &id) && id >= 0 &&
+                              size_t(id) < index_errors_->size(), "check_index: bad message id");
+    llvm::Value* bad = b_.CreateOr(b_.CreateICmpSLT(idx, llvm::Constant::getNullValue(idx->getType())),
+                                   b_.CreateICmpSGE(idx, args[1]));
+    if (bad->getType()->isVectorTy() && !guard->getType()->isVectorTy())
+      guard = b_.CreateVectorSplat(llvm::cast<llvm::VectorType>(bad->getType())->getElementCount(), guard);
+    bad = b_.CreateAnd(bad, guard);
+    if (bad->getType()->isVectorTy()) bad = b_.CreateOrReduce(bad);
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    auto* fail = llvm::BasicBlock::Create(ctx_, "index_error", fn);
+    auto* ok = llvm::BasicBlock::Create(ctx_, "index_ok", fn);
+    b_.CreateCondBr(bad, fail, ok);
+    b_.SetInsertPoint(fail);
+    llvm::FunctionCallee report = mod_.getOrInsertFunction("tessel_index_error", b_.getVoidTy(), b_.getPtrTy());
+    b_.CreateCall(report, {b_.CreateGlobalStringPtr((*index_errors_)[size_t(id)])});
+    b_.CreateUnreachable();
+    b_.SetInsertPoint(ok);
+    return idx;
   }
 
   llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::Value* x) {
@@ -623,6 +652,7 @@ class CodeGen {
   std::unordered_map<const ExprNode*, DType> buffer_type_;
   bool in_parallel_ = false;
   int par_count_ = 0;
+  const std::vector<std::string>* index_errors_ = nullptr;
 };
 
 }  // namespace

@@ -112,6 +112,7 @@ JitKernel::JitKernel(const LoweredProgram& prog, const Target& target, bool libm
   add("tessel_parallel_for", reinterpret_cast<void*>(&tessel_parallel_for));
   add("tessel_alloc", reinterpret_cast<void*>(&tessel_alloc));
   add("tessel_free", reinterpret_cast<void*>(&tessel_free));
+  add("tessel_index_error", reinterpret_cast<void*>(&tessel_index_error));
   if (auto err = jd.define(llvm::orc::absoluteSymbols(rt))) throw InternalError(llvm::toString(std::move(err)));
   // libm (expf, tanhf, erff, ...) from this process.
   jd.addGenerator(check(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(

@@ -245,6 +245,7 @@ const char* intrinsic_name(Intrinsic op) {
     case Intrinsic::Barrier: return "barrier";
     case Intrinsic::ThreadAllReduce: return "thread_allreduce";
     case Intrinsic::ShuffleXor: return "shuffle_xor";
+    case Intrinsic::CheckIndex: return "check_index";
   }
   return "?";
 }

@@ -75,12 +75,6 @@ bool is_index_type(DType t) { return t.is_scalar() && t.is_integer(); }
 
 using CI = ConstInterval;
 
-int64_t sat_add(int64_t a, int64_t b) {
-  if (a == CI::kNegInf || b == CI::kNegInf) return CI::kNegInf;
-  if (a == CI::kPosInf || b == CI::kPosInf) return CI::kPosInf;
-  return a + b;
-}
-
 CI ci_add(CI a, CI b) {
   CI r;
   r.min = (a.bounded_below() && b.bounded_below()) ? a.min + b.min : CI::kNegInf;

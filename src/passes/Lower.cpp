@@ -48,9 +48,14 @@ LoweredFunc make_func(const std::string& name, const std::vector<ArgBuffer>& arg
 
 // The pipeline up to unrolling: loop nest, guards, flat buffers, vector code.
 Stmt lower_loops(const ScheduleState& st, const std::vector<ArgBuffer>& args, const Target& target,
-                 const std::function<void(const std::string&, const Stmt&)>& log) {
+                 const std::function<void(const std::string&, const Stmt&)>& log,
+                 std::vector<std::string>* index_errors = nullptr) {
+  TESSEL_USER_CHECK(!index_errors || !target.is_gpu(), "check_bounds: a checked build is for CPU targets; this one is ",
+                    target.str());
+  check_bounds(st);
   check_schedule(st, target);
   LoopProgram prog = infer_bounds(st);
+  if (index_errors) check_reads_when_run(prog, *index_errors);
   Stmt s = make_loop_nest(st, prog);
   log("make_loop_nest", s);
   s = simplify(s);
@@ -83,7 +88,8 @@ LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& arg
     if (opts.dump) opts.dump(pass, to_string(s));
     else if (opts.dump_passes) std::cerr << "// ---- after " << pass << " ----\n" << to_string(s);
   };
-  Stmt s = lower_loops(st, out.args, target, log);
+  std::vector<std::string> index_errors;
+  Stmt s = lower_loops(st, out.args, target, log, opts.check_bounds ? &index_errors : nullptr);
   s = unroll_loops(s);
   log("unroll_loops", s);
   s = simplify(s);
@@ -106,6 +112,7 @@ LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& arg
   }
 
   out.func = make_func(name, out.args, s);
+  out.func.index_errors = std::move(index_errors);
   return out;
 }
 

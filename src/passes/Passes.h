@@ -8,6 +8,8 @@
 
 namespace tessel {
 
+struct LoopProgram;
+
 struct ArgBuffer {
   Operation op;  // the tensor passed in
   Var buffer;    // its data pointer inside the kernel
@@ -53,6 +55,12 @@ Stmt storage_rewrite(const Stmt& s);
 struct Target;
 struct ScheduleState;
 
+// Rejects a compute definition that reads a tensor outside its shape, naming the read, the
+// index and its range (CheckBounds.cpp).
+void check_bounds(const ScheduleState& st);
+// The checked build: wraps each index of the program's reads that lowering cannot prove
+// inside its tensor in CheckIndex; `messages` gets their messages (CheckBounds.cpp).
+void check_reads_when_run(LoopProgram& prog, std::vector<std::string>& messages);
 // Rejects what the target cannot run, naming the stage and axis (CheckSchedule.cpp).
 void check_schedule(const ScheduleState& st, const Target& target);
 

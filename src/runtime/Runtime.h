@@ -11,6 +11,8 @@ void tessel_free(void* p);
 // Copies `src` (`ndim` dimensions of `shape`, elements of `elem_bytes`) into `dst` with
 // dimension `dim` cut into blocks of `block`: the block index first, the position in the
 // block last, a short last block zero-filled (the layout of Schedule::rewrite_layout).
+// A checked build's read outside its tensor: prints the message and stops the program.
+[[noreturn]] void tessel_index_error(const char* message);
 void tessel_rewrite_layout(const void* src, void* dst, int32_t ndim, const int64_t* shape, int32_t dim,
                            int64_t block, int32_t elem_bytes);
 }
