@@ -5,7 +5,8 @@
 // operators clamp the indices of reads a select discards). A read that leaves the tensor for
 // some point is an error naming the tensor, the index and its range. Where the range is not
 // exact (an index that is not a sum of distinct variables times constants, or a `where`
-// that couples variables) nothing is claimed.
+// that couples variables) nothing is claimed; a checked build checks such reads when the
+// kernel runs (check_reads_when_run, CheckIndex).
 #include <map>
 #include <sstream>
 
