@@ -59,7 +59,20 @@ Module build_best(const std::string& log_path, const Workload& w, const Target& 
                  "on this CPU; `tune ... --log %s --resume` starts from it)\n",
                  w.key().c_str(), target.key().c_str(), log_path.c_str(), best->target_key.c_str(),
                  log_path.c_str());
-  if (best) return build(Schedule::replay(w.outputs, best->steps), w.args, {.name = w.op, .target = target});
+  if (best) {
+    // A record edited or corrupted into steps that no longer fit this workload must not take
+    // the deployment down: say so, and build the default schedule.
+    try {
+      return build(Schedule::replay(w.outputs, best->steps), w.args, {.name = w.op, .target = target});
+    } catch (const Error& e) {
+      std::fprintf(stderr,
+                   "tessel: WARNING: the best record for workload %s in log '%s' does not build (%s); building the "
+                   "DEFAULT schedule instead (re-tune, or remove the record with `tune --keep-best`)\n",
+                   w.key().c_str(), log_path.c_str(), e.what());
+      if (found) *found = false;
+      return build(default_schedule(w, target), w.args, {.name = w.op, .target = target});
+    }
+  }
   std::fprintf(stderr,
                "tessel: WARNING: no tuning record for workload %s on target %s (or a CPU of the same vector width) "
                "in log '%s'; building the DEFAULT schedule instead (expect lower performance; tune it with: tune "

@@ -739,6 +739,30 @@ TEST(Autotune, RecordWithALayoutRewriteRebuildsFromTheUsersWeights) {
   }
 }
 
+TEST(Autotune, ARecordThatNoLongerBuildsFallsBackToTheDefaultWithAWarning) {
+  // Records edited (or corrupted) into steps that do not fit the workload: the deployment
+  // still gets a working kernel, the default schedule, and is told why.
+  Workload w = make_workload("matmul", parse_shape("M=16,N=24,K=8"));
+  std::string log = tmp("unbuildable.json");
+  {
+    LogWriter out(log);
+    Record r = make_record(w, Target::host());
+    r.steps = {Step::from_json(R"(["split","C","no_such_axis",4])")};
+    r.costs = {1e-6};
+    out.append(r);
+  }
+  bool found = true;
+  testing::internal::CaptureStderr();
+  Module m = build_best(log, w, Target::host(), &found);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(found);
+  EXPECT_NE(err.find("does not build"), std::string::npos) << err;
+  EXPECT_NE(err.find("no_such_axis"), std::string::npos) << err;
+  Buffer a = ref::random({16, 8}, 1), b = ref::random({8, 24}, 2), c({16, 24}, float32);
+  m({a, b, c});
+  ref::expect_close(c, ref::matmul(a, b));
+}
+
 TEST(Autotune, LookupRoundTripsThroughAFileInANewProcess) {
   Workload w = make_workload("matmul", parse_shape("M=40,N=24,K=16"));
   TuneOptions o = small(8);

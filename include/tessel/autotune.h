@@ -153,6 +153,8 @@ std::optional<BestSchedule> best_schedule(const std::string& log_path, const Wor
 // Builds the best kernel from the log. Without a record of this target it says so on stderr
 // (naming the workload, the target and the log) and builds the best schedule of a stand-in
 // CPU (see best_schedule; `found` is true), or else the default schedule (`found` is false).
+// A best record whose steps no longer build this workload also gives the default schedule,
+// with a warning naming the error (`found` is false).
 Module build_best(const std::string& log_path, const Workload& w, const Target& target = Target::host(),
                   bool* found = nullptr);
 
