@@ -8,6 +8,7 @@
 #include <limits>
 #include <set>
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 namespace tessel::autotune {
 
@@ -170,6 +171,9 @@ Record record_from_json(const std::string& line) {
 }
 
 LogWriter::LogWriter(const std::string& path) : path_(path) {
+  bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+  TESSEL_USER_CHECK(!gz, "tuning log '", path, "' is compressed: the tuner appends to plain JSON lines; decompress it "
+                    "(gunzip -k ", path, ") and give the .json, then compress it again when done (gzip -f)");
   f_ = std::fopen(path.c_str(), "a");
   TESSEL_USER_CHECK(f_, "cannot open tuning log '", path, "' for appending");
 }
@@ -186,12 +190,20 @@ void LogWriter::append(const Record& r) {
 }
 
 std::vector<Record> read_log(const std::string& path, std::vector<std::string>* warnings) {
-  std::ifstream in(path);
   std::vector<Record> out;
+  // zlib reads plain and gzip-compressed logs alike (the committed logs are compressed).
+  // Lines are split on '\n' by hand: a corrupted line may hold a NUL byte.
+  gzFile in = gzopen(path.c_str(), "rb");
   if (!in) return out;
-  std::string line;
+  std::string data;
+  char buf[1 << 16];
+  for (int got; (got = gzread(in, buf, sizeof buf)) > 0;) data.append(buf, size_t(got));
+  gzclose(in);  // a truncated compressed log gives what it holds up to the cut
   int n = 0;
-  while (std::getline(in, line)) {
+  for (size_t begin = 0; begin < data.size();) {
+    size_t end = std::min(data.find('\n', begin), data.size());
+    std::string line = data.substr(begin, end - begin);
+    begin = end + 1;
     ++n;
     if (line.empty() || line[0] == '#') continue;
     try {

@@ -309,8 +309,8 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "bench_search: kernels run on %s\n",
                threads > 0 ? (std::to_string(threads) + " thread(s)").c_str() : "all cores");
   const std::string logs = std::string(TESSEL_SOURCE_DIR) + "/tuning_logs/";
-  const std::vector<std::string> history = {logs + "gemm_512.json", logs + "gemm_1024.json", logs + "gemm_2048.json",
-                                            logs + "resnet50_conv2d.json"};
+  const std::vector<std::string> history = {logs + "gemm_512.json.gz", logs + "gemm_1024.json.gz", logs + "gemm_2048.json.gz",
+                                            logs + "resnet50_conv2d.json.gz"};
   Reaches reaches;
   for (uint64_t seed : seeds) {
     for (const Workload& w : workloads) {

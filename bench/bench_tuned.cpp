@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   for (int64_t n : {512, 1024, 2048}) {
     Workload w = make_workload("matmul", {{"M", n}, {"N", n}, {"K", n}});
     std::string shape = std::to_string(n) + "x" + std::to_string(n) + "x" + std::to_string(n);
-    std::string log = dir + "/gemm_" + std::to_string(n) + ".json";
+    std::string log = dir + "/gemm_" + std::to_string(n) + ".json.gz";
     Kernels& k = add_kernels(w, log);
     float* a = k.args[0].data<float>();
     float* b = k.args[1].data<float>();
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
                           ",H=" + std::to_string(s["H"]) + ",W=" + std::to_string(s["W"]) +
                           ",K=" + std::to_string(K) + ",R=" + std::to_string(s["R"]) + ",S=" + std::to_string(s["S"]) +
                           ",stride=" + std::to_string(s["stride"]) + ",pad=" + std::to_string(s["pad"]);
-      std::string log = dir + "/" + set + ".json";
+      std::string log = dir + "/" + set + ".json.gz";
       Kernels& k = add_kernels(w, log);
       int64_t OH = (s["H"] + 2 * s["pad"] - s["R"]) / s["stride"] + 1;
       using dt = dnnl::memory::data_type;

@@ -1,5 +1,5 @@
 // Deploy: rebuild tuned kernels from the logs in tuning_logs/ and run them: CPU kernels,
-// and CUDA kernels from tuning_logs/gpu.json (run where a CUDA device is; elsewhere they
+// and CUDA kernels from tuning_logs/gpu.json.gz (run where a CUDA device is; elsewhere they
 // are compiled and their resources printed). Only the log lookup is used from the autotuner.
 //   example_deploy [tuning_logs directory]
 #include <chrono>
@@ -35,10 +35,10 @@ int main(int argc, char** argv) {
     const char* op;
     const char* shape;
   } items[] = {
-      {"gemm_1024.json", "matmul", "M=1024,N=1024,K=1024"},
-      {"resnet50_conv2d.json", "conv2d_nchwc", "C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1"},
-      {"resnet50_conv2d.json", "conv2d_nchwc", "C=256,H=14,W=14,K=256,R=3,S=3,stride=1,pad=1"},
-      {"resnet50_conv2d.json", "conv2d_nchwc", "C=1024,H=14,W=14,K=256,R=1,S=1,stride=1,pad=0"},
+      {"gemm_1024.json.gz", "matmul", "M=1024,N=1024,K=1024"},
+      {"resnet50_conv2d.json.gz", "conv2d_nchwc", "C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1"},
+      {"resnet50_conv2d.json.gz", "conv2d_nchwc", "C=256,H=14,W=14,K=256,R=3,S=3,stride=1,pad=1"},
+      {"resnet50_conv2d.json.gz", "conv2d_nchwc", "C=1024,H=14,W=14,K=256,R=1,S=1,stride=1,pad=0"},
   };
   for (auto& it : items) {
     Workload w = make_workload(it.op, parse_shape(it.shape));
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   for (const char* shape : {"M=1024,N=1024,K=1024"}) {
     Workload w = make_workload("matmul", parse_shape(shape));
     try {
-      Module m = build_best(dir + "/gpu.json", w, gpu);
+      Module m = build_best(dir + "/gpu.json.gz", w, gpu);
       KernelResources r = m.resources();
       std::printf("%-60s cuda sm_90: %d registers, %d bytes of spills, %d bytes of shared memory\n", w.key().c_str(),
                   r.registers, r.spill_bytes, r.shared_bytes);

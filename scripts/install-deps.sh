@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ ccache pkg-config
+  cmake ninja-build g++ ccache pkg-config zlib1g-dev
   llvm-19-dev libzstd-dev
   libxgboost-dev xgboost
   libeigen3-dev nlohmann-json3-dev libboost-program-options-dev

@@ -435,7 +435,7 @@ TEST(Autotune, CostModelFollowsTheRowsThatCountMost) {
 // costs of different CPUs do not compare), the model ranks held-out candidates much better
 // than chance.
 TEST(Autotune, CostModelRanksHeldOutCandidates) {
-  std::string path = std::string(TESSEL_SOURCE_DIR) + "/tuning_logs/gemm_1024.json";
+  std::string path = std::string(TESSEL_SOURCE_DIR) + "/tuning_logs/gemm_1024.json.gz";
   std::vector<Record> recs = read_log(path);
   ASSERT_GE(recs.size(), 200u) << "expected the GEMM tuning log in " << path;
   Workload w = make_workload("matmul", recs[0].shape);
@@ -928,6 +928,10 @@ TEST(Autotune, BadOptionsAreClearErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("the finals) must be 0 (none) or more, got -1"), std::string::npos);
   }
+  o.remeasure_top = 1;
+  o.log = tmp("committed.json.gz");  // the committed logs are compressed; the tuner appends to plain ones
+  ref::expect_error([&] { tune(w, o); }, {"committed.json.gz' is compressed", "gunzip -k"});
+  o.log.clear();
   try {
     parse_shape("M=8,N=x");
     FAIL();

@@ -10,6 +10,8 @@
 #include <random>
 #include <set>
 
+#include <zlib.h>
+
 #include "autotune/Records.h"
 #include "schedule/ScheduleState.h"
 #include "reference.h"
@@ -182,12 +184,11 @@ TEST(Fuzz, RandomStepSequencesGiveAClearErrorOrTheReferenceAnswer) {
 TEST(Fuzz, CorruptedLogsLoadWithoutLosingAValidRecord) {
   // 40 records of a real log; each case corrupts a few lines (truncation, wrong types, huge
   // numbers, another version, garbage, steps that no longer fit) and loads the file.
-  std::ifstream src(std::string(TESSEL_SOURCE_DIR) + "/tuning_logs/gemm_512.json");
+  std::vector<Record> real = read_log(std::string(TESSEL_SOURCE_DIR) + "/tuning_logs/gemm_512.json.gz");
+  ASSERT_GE(real.size(), 40u);
   std::vector<std::string> lines;
-  for (std::string l; lines.size() < 40 && std::getline(src, l);) lines.push_back(l);
-  ASSERT_EQ(lines.size(), 40u);
-  std::vector<std::string> canon;  // each line's record, as written back
-  for (auto& l : lines) canon.push_back(record_from_json(l).to_json());
+  for (size_t i = 0; i < 40; ++i) lines.push_back(real[i].to_json());
+  const std::vector<std::string>& canon = lines;  // each line's record, as written back
   Workload w = make_workload("matmul", parse_shape("M=512,N=512,K=512"));
   Fuzzer f(7);
   const std::vector<std::string> values = {"null", "\"x\"", "[]", "{}", "-1", "1e308", "9223372036854775807",
@@ -242,12 +243,19 @@ TEST(Fuzz, CorruptedLogsLoadWithoutLosingAValidRecord) {
           break;
       }
     }
-    {
-      std::ofstream o(path);
-      for (auto& l : out) o << l << "\n";
+    std::string text;
+    for (auto& l : out) text += l + "\n";
+    // Every other case is written compressed, as the committed logs are.
+    std::string file = c % 2 ? path + ".gz" : path;
+    if (c % 2) {
+      gzFile z = gzopen(file.c_str(), "wb");
+      gzwrite(z, text.data(), unsigned(text.size()));
+      gzclose(z);
+    } else {
+      std::ofstream(file) << text;
     }
     std::vector<std::string> warnings;
-    std::vector<Record> recs = read_log(path, &warnings);
+    std::vector<Record> recs = read_log(file, &warnings);
     std::multiset<std::string> loaded;
     for (auto& r : recs) loaded.insert(r.to_json());
     int want = 0, have = 0;

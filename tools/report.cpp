@@ -1,5 +1,5 @@
 // tessel-report: one self-contained HTML page about tuning logs (see write_report).
-//   tessel-report tuning_logs/resnet50_conv2d.json -o report.html [--vendor figures.tsv]
+//   tessel-report tuning_logs/resnet50_conv2d.json.gz -o report.html [--vendor figures.tsv]
 // The vendor file has lines "WORKLOAD_KEY<TAB>LABEL<TAB>GFLOP/s" (e.g. from bench_tuned).
 #include <boost/program_options.hpp>
 #include <cstdio>
@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (vm.count("help")) {
-    std::cout << desc << "\nExample:\n  tessel-report tuning_logs/gemm_1024.json -o gemm.html\n";
+    std::cout << desc << "\nExample:\n  tessel-report tuning_logs/gemm_1024.json.gz -o gemm.html\n";
     return 0;
   }
   if (logs.empty() || out.empty()) {
