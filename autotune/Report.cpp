@@ -132,19 +132,28 @@ double speed(const Task& t, double seconds) {
 // rank (x) and measured rank (y) of each candidate, as a grid of counts; and the mean of the
 // rounds' Spearman correlations.
 std::string rank_grid(const Task& t) {
-  std::map<int, std::vector<const Record*>> rounds;
-  for (const Record* r : t.search)
-    if (r->round >= 0 && std::isfinite(r->predicted)) rounds[r->round].push_back(r);
+  // A round's records are written together; round numbers restart with each run of a
+  // resumed log, so a round is a run of consecutive records with one number.
+  std::vector<std::vector<const Record*>> rounds;
+  int last = -1;
+  for (const Record* r : t.search) {
+    if (r->round < 0 || !std::isfinite(r->predicted)) {
+      last = -1;
+      continue;
+    }
+    if (rounds.empty() || r->round != last) rounds.emplace_back();
+    rounds.back().push_back(r);
+    last = r->round;
+  }
   int n = 0;
-  for (auto& [k, rs] : rounds) n = std::max(n, int(rs.size()));
+  for (auto& rs : rounds) n = std::max(n, int(rs.size()));
   if (rounds.empty() || n < 2)
     return "<p class='note'>No predictions in this log: it was written by random search, before the model was "
            "first trained, or by a Tessel older than this report.</p>";
   std::vector<std::vector<int>> count(size_t(n), std::vector<int>(size_t(n), 0));
   double rho_sum = 0;
   int rho_n = 0;
-  // Rounds are split where the log runs on without a new round number (another run).
-  for (auto& [k, rs] : rounds) {
+  for (auto& rs : rounds) {
     if (rs.size() < 2) continue;
     std::vector<double> pred, meas;
     for (const Record* r : rs) pred.push_back(r->predicted), meas.push_back(-r->mean_cost());
@@ -216,8 +225,7 @@ void write_report(const std::vector<std::string>& logs, const std::string& html_
   std::map<std::string, size_t> index;
   std::map<std::string, std::pair<double, int64_t>> clocks;  // by target: (tuning time, last timestamp)
   for (const Record& r : all) {
-    auto [c, fresh_clock] = clocks.emplace(r.target_key, std::make_pair(0.0, r.timestamp));
-    auto& [clock, last] = c->second;
+    auto& [clock, last] = clocks.emplace(r.target_key, std::make_pair(0.0, r.timestamp)).first->second;
     double step = double(r.timestamp - last);
     clock += step >= 0 && step <= kRunGapSeconds ? step : 0;
     last = r.timestamp;
