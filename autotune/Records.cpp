@@ -146,6 +146,10 @@ Record record_from_json(const std::string& line) {
     r.target_str = t.at("str");
     r.cores = t.at("cores");
     r.vector_bytes = t.at("vector_bytes");
+    // Records written before CPU keys named the vector width ("llvm/znver4") get it from
+    // the width they were measured with, so they match only machines of that width.
+    if (r.target_key.rfind("llvm/", 0) == 0 && r.target_key.find('/', 5) == std::string::npos)
+      r.target_key += "/v" + std::to_string(r.vector_bytes * 8);
     r.cache_line = t.at("cache_line");
     r.steps = steps_from_json(j.at("steps").dump());
     for (auto& d : j.at("decisions")) {

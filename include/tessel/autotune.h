@@ -142,7 +142,7 @@ struct BestSchedule {
   std::vector<Step> steps;
   double seconds = 0;      // as measured on the CPU it was tuned on
   std::string target;      // that CPU's full target string
-  std::string target_key;  // and its key, "llvm/znver3"
+  std::string target_key;  // and its key, "llvm/znver3/v256"
   bool estimate = false;   // the static GPU model's estimate: nothing of this workload was measured
 };
 // With `stand_in`, a log without records of this target answers with those of the CPU that

@@ -55,7 +55,7 @@ struct Target {
   bool is_gpu() const { return kind != Kind::LLVM; }
   bool avx512() const { return kind == Kind::LLVM && vector_bytes >= 64; }
   const char* kind_name() const;  // "llvm", "cuda", "opencl"
-  // The key logs are keyed by: "llvm/znver4", "cuda/sm_90" (an architecture: estimates),
+  // The key logs are keyed by: "llvm/znver4/v256" (CPU and vector bits), "cuda/sm_90" (an architecture: estimates),
   // "cuda/sm_90/NVIDIA H100 80GB HBM3" (a device), "opencl/pthread-haswell-AMD EPYC ...".
   std::string key() const;
   // A string parse() reads back to this target.

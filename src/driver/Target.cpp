@@ -130,7 +130,9 @@ const char* Target::kind_name() const {
 }
 
 std::string Target::key() const {
-  if (kind == Kind::LLVM) return "llvm/" + cpu;
+  // One CPU name covers machines with and without AVX-512 (a cloud VM may hide it), and a
+  // schedule's register blocks are sized by the vector width: the width is part of the key.
+  if (kind == Kind::LLVM) return "llvm/" + cpu + "/v" + std::to_string(vector_bytes * 8);
   if (kind == Kind::OpenCL) return "opencl/" + (device.empty() ? arch : device);
   return "cuda/" + arch + (device.empty() ? "" : "/" + device);
 }
