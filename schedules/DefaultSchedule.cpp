@@ -38,6 +38,7 @@ bool is_epilogue(Schedule& s, const std::string& out, const std::string& acc) {
 void schedule_injective(Schedule& s, const std::string& name) {
   Stage st = s[name];
   auto axes = st.leaf_axes();
+  if (axes.empty()) return;  // a scalar
   const OperationNode* op = op_of(s, name);
   int lanes = vector_lanes(op->dtype);
   int64_t last = op->shape.back();
@@ -63,6 +64,7 @@ void schedule_reduction(Schedule& s, const std::string& name) {
   std::vector<std::string> sp, red;
   for (auto& iv : op->axis) sp.push_back(iv.name());
   for (auto& iv : op->reduce_axis) red.push_back(iv.name());
+  if (sp.empty()) return;  // a reduction to a scalar runs as one loop nest
   int lanes = vector_lanes(op->dtype);
   std::vector<Axis> order;
   std::vector<Axis> outer(sp.begin(), sp.end() - 1);

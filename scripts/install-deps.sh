@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   libopenblas-dev libdnnl-dev
   pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers
+  libonnx-dev libprotobuf-dev libonnx-testdata
 )
 
 missing=()

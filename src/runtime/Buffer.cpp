@@ -60,7 +60,7 @@ Buffer::Buffer(std::vector<int64_t> shape, DType dtype) : shape_(std::move(shape
   TESSEL_USER_CHECK(dtype.is_scalar() && !dtype.is_handle(), "Buffer of dtype ", dtype.str(),
                     "; use a scalar element type");
   for (size_t d = 0; d < shape_.size(); ++d)
-    TESSEL_USER_CHECK(shape_[d] > 0, "Buffer dimension ", d, " has extent ", shape_[d], "; extents must be positive");
+    TESSEL_USER_CHECK(shape_[d] >= 0, "Buffer dimension ", d, " has extent ", shape_[d], "; extents are sizes");
   int64_t n = std::max<int64_t>(bytes(), 1);
   void* p = std::aligned_alloc(64, size_t((n + 63) / 64 * 64));
   if (!p) throw std::bad_alloc();

@@ -41,10 +41,11 @@ Expr Tensor::operator()(std::vector<Expr> indices) const {
 }
 
 namespace {
-void check_shape(const std::vector<int64_t>& shape, const std::string& name) {
+// A placeholder may hold no elements (a graph's empty shape tensor); a compute may not.
+void check_shape(const std::vector<int64_t>& shape, const std::string& name, bool empty_ok = false) {
   for (size_t d = 0; d < shape.size(); ++d)
-    TESSEL_USER_CHECK(shape[d] > 0, "tensor '", name, "': dimension ", d, " has extent ", shape[d],
-                      "; extents must be positive");
+    TESSEL_USER_CHECK(shape[d] > 0 || (empty_ok && shape[d] == 0), "tensor '", name, "': dimension ", d,
+                      " has extent ", shape[d], "; extents must be positive");
   TESSEL_USER_CHECK(!name.empty(), "tensors need a name");
 }
 
@@ -66,7 +67,7 @@ void check_free_vars(const Expr& body, const std::vector<Var>& axes, const std::
 }  // namespace
 
 Tensor placeholder(std::vector<int64_t> shape, DType dtype, const std::string& name) {
-  check_shape(shape, name);
+  check_shape(shape, name, true);
   TESSEL_USER_CHECK(dtype.is_scalar() && !dtype.is_handle(), "placeholder '", name, "' has dtype ", dtype.str(),
                     "; use a scalar element type");
   auto op = std::make_shared<OperationNode>();

@@ -1,0 +1,12 @@
+#pragma once
+// Graph passes, one per file; each takes the graph and returns it rewritten.
+#include "tessel/graph.h"
+
+namespace tessel::graph {
+
+// Drops the nodes whose outputs are all constants (infer_shapes computed them).
+Graph fold_constants(Graph g);
+// Drops the nodes none of whose outputs reaches a graph output, and values nothing uses.
+Graph remove_dead_nodes(Graph g);
+
+}  // namespace tessel::graph

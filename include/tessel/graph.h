@@ -1,0 +1,113 @@
+#pragma once
+// The graph compiler: whole networks, imported from ONNX, turned into Tessel kernels.
+//
+//   graph::Graph g = graph::load_onnx("model.onnx");     // every value's shape inferred
+//   graph::Network net = graph::compile(g);               // passes, kernels, memory plan
+//   std::vector<Buffer> y = net.run({x});                 // the graph's outputs
+//
+// A Graph is a list of nodes in execution order over values with static shapes. Each node
+// keeps its ONNX operator and the opset version the model declared for it, so that an
+// operator whose meaning changed between versions (Softmax at 13, Clip at 11, ...) is read
+// the way its model meant. Passes rewrite the graph (graph/passes/), and compile() builds
+// one kernel per group of nodes that fusion put together.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessel/buffer.h"
+#include "tessel/target.h"
+
+namespace tessel::graph {
+
+// An operator attribute, as ONNX gives it (a graph-valued attribute is refused at import).
+struct Attribute {
+  enum Kind { Int, Float, String, Tensor, Ints, Floats, Strings } kind = Int;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  Buffer t;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  std::vector<std::string> strings;
+  std::string str() const;  // "[2, 2]", "\"SAME_UPPER\"", "float32[64]"
+};
+
+struct Value {
+  std::string name;
+  DType dtype = float32;
+  std::vector<int64_t> shape;  // empty for a scalar
+  Buffer constant;             // defined for an initializer or a folded result
+  int producer = -1;           // the node that computes it; -1 for inputs and constants
+  bool is_constant() const { return constant.defined(); }
+  int64_t elements() const;
+};
+
+struct Node {
+  std::string op;       // "Conv", "MatMul", ...
+  std::string name;     // the model's node name, or "<op>_<index>" when it has none
+  int opset = 0;        // the opset version the model imports for the node's domain
+  std::vector<int> inputs, outputs;  // value ids; -1 for an omitted optional input or output
+  std::map<std::string, Attribute> attrs;
+  int group = -1;       // the kernel it is part of, after fusion (-1: one of its own)
+
+  bool has(const std::string& attr) const { return attrs.count(attr) > 0; }
+  int64_t attr_int(const std::string& attr, int64_t otherwise) const;
+  double attr_float(const std::string& attr, double otherwise) const;
+  std::string attr_string(const std::string& attr, const std::string& otherwise) const;
+  std::vector<int64_t> attr_ints(const std::string& attr, const std::vector<int64_t>& otherwise = {}) const;
+};
+
+class Graph {
+ public:
+  std::vector<Value> values;
+  std::vector<Node> nodes;    // in execution order
+  std::vector<int> inputs;    // values the caller gives, in order
+  std::vector<int> outputs;   // values run() returns, in order
+
+  int add_value(Value v);
+  int find(const std::string& value_name) const;  // -1 when absent
+  // Turns a graph input into a constant (an input the caller will always give the same, such
+  // as a shape tensor). Shapes that depend on it can then be inferred.
+  void bind(const std::string& input_name, const Buffer& data);
+  // One line per node: "%y = Conv(%x, %w) {strides=[2, 2]} : float32[1, 64, 56, 56]".
+  std::string str() const;
+};
+
+// Reads an ONNX model (IR up to 8, opsets up to 17, as Debian's libonnx 1.12 defines them),
+// checks every node against the operators Tessel implements and infers every value's shape.
+// Inputs named in `bind` become constants first. A model Tessel cannot run is an Error that
+// names the node, its operator and what is wrong.
+Graph load_onnx(const std::string& path, const std::map<std::string, Buffer>& bind = {});
+Graph load_onnx_bytes(const std::string& bytes, const std::map<std::string, Buffer>& bind = {});
+// A serialised ONNX TensorProto (the backend tests' input_0.pb) as a Buffer.
+Buffer load_onnx_tensor(const std::string& path);
+
+// The ONNX operators Tessel implements, by name.
+std::vector<std::string> supported_operators();
+
+struct CompileOptions {
+  Target target = Target::host();
+  bool fuse = true;  // false: a kernel per node (for debugging, and to check fusion)
+};
+
+class NetworkImpl;
+
+// A compiled network: its kernels, built once, and the graph they came from.
+class Network {
+ public:
+  Network() = default;
+  explicit Network(std::shared_ptr<NetworkImpl> impl) : impl_(std::move(impl)) {}
+  // One Buffer per graph input, in order; returns the graph's outputs.
+  std::vector<Buffer> run(const std::vector<Buffer>& inputs) const;
+  const Graph& graph() const;  // after the passes
+  int num_kernels() const;
+
+ private:
+  std::shared_ptr<NetworkImpl> impl_;
+};
+
+Network compile(const Graph& g, const CompileOptions& opts = {});
+
+}  // namespace tessel::graph
