@@ -1,32 +1,34 @@
 #pragma once
-// Shapes and element types of every value, from the operators' compute definitions.
+// Shapes and element types of every value, from the operators' compute definitions; and
+// the compute definitions of nodes and fused groups of nodes, which become kernels.
+#include <map>
+
 #include "tessel/build.h"
 #include "tessel/graph.h"
 #include "tessel/tensor.h"
 
 namespace tessel::graph {
 
-// A node's compute definition: a placeholder per distinct input value (in first-use order)
-// and the tensor of each output (undefined for an output it leaves out).
-struct NodeCompute {
+// The compute definition of one node or of a group that fusion made: a placeholder per
+// value read from outside (in first-use order) and the tensor of every value it defines.
+struct Compute {
   std::vector<int> input_ids;
-  std::vector<Tensor> inputs, outputs;
-  void keep_inputs(const std::vector<size_t>& positions);  // drops the others
+  std::vector<Tensor> inputs;
+  std::map<int, Tensor> values;
+  std::vector<int> output_ids;  // what the kernel writes, chosen by the caller
+  void add(const Graph& g, const Node& n);  // builds n over the tensors defined so far
+  std::vector<Tensor> outputs() const;
 };
-NodeCompute node_compute(const Graph& g, const Node& n);
 
 // The kernel of a compute: its arguments are the inputs it reads (those it does not, such as
-// Shape's, are dropped from `c`; `kept` says which stayed), then its defined outputs.
-// `constant` flags the inputs that stay the same between calls (weights), which the schedule
-// may read in a blocked layout.
-struct NodeKernel {
+// Shape's, are dropped from `c`; `kept` says which stayed), then its outputs. Inputs that are
+// constants in `g` (weights) may be read in a blocked layout the module prepares once.
+struct Kernel {
   Module module;
   std::vector<size_t> kept;
 };
-NodeKernel build_kernel(NodeCompute& c, const Target& target, const std::vector<bool>& constant = {});
-
-// The node's outputs, computed once from constant inputs with a kernel built for them.
-std::vector<Buffer> evaluate(NodeCompute c, const Graph& g);
+Kernel build_kernel(Compute& c, const Graph& g, const Target& target);
+void keep_inputs(Compute& c, const std::vector<size_t>& positions);  // drops the others
 
 // Sets the type of every node output, in order. A node whose inputs are all constants (or
 // that reads only its inputs' shapes: Shape, Size) is evaluated, so that shapes computed in

@@ -154,8 +154,10 @@ void run_all(const std::string& first, const std::string& last, bool fuse) {
 
 }  // namespace
 
-// Split by name so that ctest runs them side by side.
+// Split by name so that ctest runs them side by side; the expanded tests (functions written
+// out as several nodes) run fused and node by node.
 TEST(OnnxNodeTests, AToC) { run_all("test_a", "test_d", true); }
 TEST(OnnxNodeTests, DToL) { run_all("test_d", "test_m", true); }
 TEST(OnnxNodeTests, MToR) { run_all("test_m", "test_s", true); }
 TEST(OnnxNodeTests, SToZ) { run_all("test_s", "test_zz", true); }
+TEST(OnnxNodeTests, NodeByNode) { run_all("test_a", "test_zz", false); }

@@ -9,4 +9,9 @@ Graph fold_constants(Graph g);
 // Drops the nodes none of whose outputs reaches a graph output, and values nothing uses.
 Graph remove_dead_nodes(Graph g);
 
+enum class OpKind { Elemwise, Injective, Reduce, Complex };
+OpKind op_kind(const std::string& onnx_op);
+// Puts nodes into groups (Node::group), each of which becomes one kernel.
+Graph fuse(Graph g);
+
 }  // namespace tessel::graph

@@ -14,6 +14,9 @@ class Buffer {
  public:
   Buffer() = default;
   Buffer(std::vector<int64_t> shape, DType dtype);  // zero-filled
+  // A tensor of `shape` inside `memory`, `byte_offset` bytes in (a network's arena); it keeps
+  // the memory alive.
+  static Buffer view(const Buffer& memory, int64_t byte_offset, std::vector<int64_t> shape, DType dtype);
 
   bool defined() const { return storage_ != nullptr; }
   const std::vector<int64_t>& shape() const { return shape_; }

@@ -78,7 +78,11 @@ class Module {
   // a call with another buffer copies again. After changing one in place, call prepare().
   std::vector<LayoutRewrite> layout_rewrites() const;
   void prepare(const std::vector<Buffer>& args) const;
-  double prepare_seconds() const;  // the last copy's time; time() leaves it out, as oneDNN's reorder is
+  double prepare_seconds() const;
+  // Another Module running the same compiled kernel with copies of its own: for one kernel
+  // called with several constant inputs (a network's layers of one shape), each keeping its
+  // prepared weights.
+  Module instance() const;  // the last copy's time; time() leaves it out, as oneDNN's reorder is
 
   const std::string& name() const;
   const std::vector<ArgSpec>& args() const;

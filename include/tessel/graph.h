@@ -11,6 +11,7 @@
 // the way its model meant. Passes rewrite the graph (graph/passes/), and compile() builds
 // one kernel per group of nodes that fusion put together.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -89,20 +90,33 @@ std::vector<std::string> supported_operators();
 
 struct CompileOptions {
   Target target = Target::host();
-  bool fuse = true;  // false: a kernel per node (for debugging, and to check fusion)
+  bool fuse = true;         // false: a kernel per node (for debugging, and to check fusion)
+  bool plan_memory = true;  // false: a buffer per intermediate tensor
 };
 
 class NetworkImpl;
 
-// A compiled network: its kernels, built once, and the graph they came from.
+// A compiled network: its kernels, built once, the memory they use, and the graph they came
+// from. run() allocates nothing: intermediate tensors live in one arena planned at compile
+// time, and the outputs in buffers of the network's own that the next run overwrites (copy
+// them to keep them). A Network runs one call at a time.
 class Network {
  public:
   Network() = default;
   explicit Network(std::shared_ptr<NetworkImpl> impl) : impl_(std::move(impl)) {}
   // One Buffer per graph input, in order; returns the graph's outputs.
   std::vector<Buffer> run(const std::vector<Buffer>& inputs) const;
-  const Graph& graph() const;  // after the passes
+  // The same, calling `each` with every value a kernel writes, right after its kernel (with
+  // `fuse` off, every node's output: node-by-node debugging).
+  std::vector<Buffer> run(const std::vector<Buffer>& inputs,
+                          const std::function<void(const std::string& value, const Buffer& data)>& each) const;
+
+  const Graph& graph() const;  // after the passes; Node::group is each node's kernel
   int num_kernels() const;
+  int64_t arena_bytes() const;     // the planned arena
+  int64_t separate_bytes() const;  // the intermediate tensors, one buffer each
+  // What was fused into each kernel, and the memory plan.
+  std::string report() const;
 
  private:
   std::shared_ptr<NetworkImpl> impl_;

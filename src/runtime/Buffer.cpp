@@ -56,6 +56,16 @@ float half_to_float(uint16_t h) {
   return f;
 }
 
+Buffer Buffer::view(const Buffer& memory, int64_t byte_offset, std::vector<int64_t> shape, DType dtype) {
+  Buffer b;
+  b.shape_ = std::move(shape);
+  b.dtype_ = dtype;
+  TESSEL_USER_CHECK(memory.defined() && byte_offset >= 0 && byte_offset + b.bytes() <= memory.bytes(),
+                    "Buffer::view: ", b.bytes(), " bytes at offset ", byte_offset, " do not fit in ", memory.describe());
+  b.storage_ = std::shared_ptr<uint8_t>(memory.storage_, memory.storage_.get() + byte_offset);
+  return b;
+}
+
 Buffer::Buffer(std::vector<int64_t> shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {
   TESSEL_USER_CHECK(dtype.is_scalar() && !dtype.is_handle(), "Buffer of dtype ", dtype.str(),
                     "; use a scalar element type");

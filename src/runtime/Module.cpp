@@ -80,6 +80,16 @@ std::vector<LayoutRewrite> Module::layout_rewrites() const {
   return out;
 }
 double Module::prepare_seconds() const { return impl_->prepare_seconds; }
+
+Module Module::instance() const {
+  TESSEL_USER_CHECK(impl_, "Module::instance of an empty Module");
+  auto copy = std::make_shared<ModuleImpl>();
+  copy->func = impl_->func, copy->args = impl_->args, copy->target = impl_->target;
+  copy->kernel = impl_->kernel, copy->seconds = impl_->seconds;
+  for (const auto& r : impl_->rewrites)
+    copy->rewrites.push_back({r.arg, r.layout, Buffer(r.copy.shape(), r.copy.dtype()), nullptr});
+  return Module(copy);
+}
 const std::string& Module::name() const { return impl_->func.name; }
 const std::vector<ArgSpec>& Module::args() const { return impl_->args; }
 const LoweredFunc& Module::lowered() const { return impl_->func; }

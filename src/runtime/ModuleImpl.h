@@ -13,7 +13,7 @@ class ModuleImpl {
   LoweredFunc func;
   std::vector<ArgSpec> args;
   Target target;
-  std::unique_ptr<Kernel> kernel;
+  std::shared_ptr<Kernel> kernel;  // shared by the instances of one build (Module::instance)
   double seconds = 0;
 
   // Inputs the kernel reads in a rewritten layout: argument `arg`'s copy, and the caller's
