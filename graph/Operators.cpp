@@ -82,6 +82,30 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+Tensor reshape(const OpInputs& in, const Tensor& x, const std::vector<int64_t>& shape, const std::string& name) {
+  auto product = [](const std::vector<int64_t>& s, size_t from) {
+    int64_t p = 1;
+    for (size_t k = from; k < s.size(); ++k) p *= s[k];
+    return p;
+  };
+  const std::vector<int64_t>& from = x.shape();
+  if (product(shape, 0) != product(from, 0))
+    in.fail("cannot reshape ", shape_str(from), " (", product(from, 0), " elements) into ", shape_str(shape), " (",
+            product(shape, 0), ")");
+  if (product(shape, 0) == 0) return placeholder(shape, x.dtype(), name);  // nothing to compute (see output())
+  return compute(shape, ComputeFn([&](const std::vector<Var>& i) {
+    if (from == shape) return x(std::vector<Expr>(i.begin(), i.end()));
+    Expr linear = 0;
+    for (size_t k = 0; k < shape.size(); ++k) linear = linear * Expr(int(shape[k])) + i[k];
+    std::vector<Expr> at(from.size());
+    for (size_t k = from.size(); k-- > 0;) {
+      Expr inner = Expr(int(product(from, k + 1)));
+      at[k] = k == 0 ? linear / inner : (linear / inner) % Expr(int(from[k]));
+    }
+    return x(at);
+  }), name, "injective");
+}
+
 DType onnx_dtype(int64_t t, const std::string& where) {
   switch (t) {
     case 1: return float32;

@@ -67,6 +67,8 @@ std::string stage_name(const OpInputs& in, int index = 0, const std::string& suf
 // Reduces `axes` of x (sum, max or mean of pre(x)); a reduced axis stays as 1 when `keep`.
 Tensor reduce(const Tensor& x, std::vector<int64_t> axes, bool keep, const std::string& kind, const std::string& name,
               const std::function<Expr(Expr, const std::vector<Expr>&)>& pre = {});
+// The same elements in another shape (row-major order kept).
+Tensor reshape(const OpInputs& in, const Tensor& x, const std::vector<int64_t>& shape, const std::string& name);
 DType onnx_dtype(int64_t onnx_type, const std::string& where);
 std::string shape_str(const std::vector<int64_t>& shape);  // "[1, 64, 56, 56]"  // TensorProto.DataType -> DType
 

@@ -116,8 +116,28 @@ std::vector<Tensor> gemm(const OpInputs& in) {
 std::vector<Tensor> matmul(const OpInputs& in) {
   Tensor a = in[0], b = in[1];
   if (a.ndim() == 2 && b.ndim() == 2) return {ops::matmul(a, b, false, false, stage_name(in))};
-  if (a.ndim() == 3 && b.ndim() == 3 && a.shape()[0] == b.shape()[0])
-    return {ops::batch_matmul(a, b, false, false, stage_name(in))};
+  std::vector<int64_t> shape_a = a.shape(), shape_b = b.shape();
+  int64_t rows = 1, batches = 1;
+  for (int k = 0; k + 1 < a.ndim(); ++k) rows *= shape_a[size_t(k)];
+  for (int k = 0; k + 2 < a.ndim(); ++k) batches *= shape_a[size_t(k)];
+  if (a.ndim() > 2 && b.ndim() == 2 && shape_a.back() == shape_b[0]) {
+    // [..., M, K] x [K, N]: one GEMM over all the rows, the library's, which schedules know.
+    std::vector<int64_t> out(shape_a.begin(), shape_a.end() - 1);
+    out.push_back(shape_b[1]);
+    Tensor flat = reshape(in, a, {rows, shape_a.back()}, stage_name(in, 0, "_rows"));
+    return {reshape(in, ops::matmul(flat, b, false, false, stage_name(in, 0, "_mm")), out, stage_name(in))};
+  }
+  if (a.ndim() > 2 && a.ndim() == b.ndim() &&
+      std::equal(shape_a.begin(), shape_a.end() - 2, shape_b.begin()) && shape_a.back() == shape_b[shape_b.size() - 2]) {
+    // Equal batch dimensions: one batched GEMM over their product.
+    int64_t M = shape_a[shape_a.size() - 2], K = shape_a.back(), N = shape_b.back();
+    std::vector<int64_t> out(shape_a.begin(), shape_a.end() - 1);
+    out.push_back(N);
+    Tensor a3 = a.ndim() == 3 ? a : reshape(in, a, {batches, M, K}, stage_name(in, 0, "_a"));
+    Tensor b3 = b.ndim() == 3 ? b : reshape(in, b, {batches, K, N}, stage_name(in, 0, "_b"));
+    if (a.ndim() == 3) return {ops::batch_matmul(a3, b3, false, false, stage_name(in))};
+    return {reshape(in, ops::batch_matmul(a3, b3, false, false, stage_name(in, 0, "_bmm")), out, stage_name(in))};
+  }
   // numpy's rules: a vector operand gains a dimension that the result then drops; the batch
   // dimensions broadcast.
   std::vector<int64_t> sa = a.shape(), sb = b.shape();

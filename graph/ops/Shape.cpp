@@ -19,26 +19,6 @@ int64_t product(const std::vector<int64_t>& s, size_t from = 0, size_t to = SIZE
 
 std::vector<Expr> exprs(const std::vector<Var>& v) { return std::vector<Expr>(v.begin(), v.end()); }
 
-// The same elements in another shape (row-major order kept).
-Tensor reshape(const OpInputs& in, const Tensor& x, const std::vector<int64_t>& shape, int index = 0) {
-  if (product(shape) != product(x.shape()))
-    in.fail("cannot reshape ", shape_str(x.shape()), " (", product(x.shape()), " elements) into ", shape_str(shape),
-            " (", product(shape), ")");
-  std::vector<int64_t> from = x.shape();
-  if (from == shape) return output(shape, [&](const std::vector<Var>& i) { return x(exprs(i)); }, in, "injective",
-                                   index);
-  return output(shape, [&](const std::vector<Var>& i) {
-    Expr linear = 0;
-    for (size_t k = 0; k < shape.size(); ++k) linear = linear * Expr(int(shape[k])) + i[k];
-    std::vector<Expr> at(from.size());
-    for (size_t k = from.size(); k-- > 0;) {
-      int64_t inner = product(from, k + 1);
-      at[k] = k == 0 ? linear / Expr(int(inner)) : (linear / Expr(int(inner))) % Expr(int(from[k]));
-    }
-    return x(at);
-  }, in, "injective", index);
-}
-
 Tensor constant_tensor(const OpInputs& in, const std::vector<int64_t>& shape, DType t,
                        const std::function<double(int64_t)>& value) {
   return output(shape, [&](const std::vector<Var>& i) {
@@ -81,7 +61,7 @@ void add_shape_ops(OpTable& t) {
       for (size_t k = 0; k < want.size(); ++k) known *= int(k) == infer ? 1 : want[k];
       want[size_t(infer)] = known ? product(from) / known : 0;
     }
-    return std::vector<Tensor>{reshape(in, in[0], want)};
+    return std::vector<Tensor>{reshape(in, in[0], want, stage_name(in))};
   };
   t["Flatten"] = [](const OpInputs& in) {
     std::vector<int64_t> s = in[0].shape();
@@ -89,7 +69,8 @@ void add_shape_ops(OpTable& t) {
     int64_t rank = int64_t(s.size()), axis = in.node.attr_int("axis", 1);
     if (axis < -rank || axis > rank) in.fail("axis ", axis, " is outside -", rank, " to ", rank);
     if (axis < 0) axis += rank;
-    return std::vector<Tensor>{reshape(in, in[0], {product(s, 0, size_t(axis)), product(s, size_t(axis))})};
+    return std::vector<Tensor>{
+        reshape(in, in[0], {product(s, 0, size_t(axis)), product(s, size_t(axis))}, stage_name(in))};
   };
   t["Squeeze"] = [](const OpInputs& in) {
     std::vector<int64_t> s = in[0].shape(), axes = axes_of(in, 1, "axes"), out;
@@ -99,7 +80,7 @@ void add_shape_ops(OpTable& t) {
       if (named && s[k] != 1) in.fail("cannot squeeze axis ", k, " of size ", s[k]);
       if (!(named || (axes.empty() && s[k] == 1))) out.push_back(s[k]);
     }
-    return std::vector<Tensor>{reshape(in, in[0], out)};
+    return std::vector<Tensor>{reshape(in, in[0], out, stage_name(in))};
   };
   t["Unsqueeze"] = [](const OpInputs& in) {
     std::vector<int64_t> s = in[0].shape(), axes = axes_of(in, 1, "axes");
@@ -108,7 +89,7 @@ void add_shape_ops(OpTable& t) {
     std::vector<int64_t> out;
     for (int64_t k = 0, from = 0; k < rank; ++k)
       out.push_back(std::count(axes.begin(), axes.end(), k) ? 1 : s.at(size_t(from++)));
-    return std::vector<Tensor>{reshape(in, in[0], out)};
+    return std::vector<Tensor>{reshape(in, in[0], out, stage_name(in))};
   };
   t["Transpose"] = [](const OpInputs& in) {
     const Tensor& x = in[0];

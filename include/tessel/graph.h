@@ -25,6 +25,13 @@ namespace tessel::graph {
 // An operator attribute, as ONNX gives it (a graph-valued attribute is refused at import).
 struct Attribute {
   enum Kind { Int, Float, String, Tensor, Ints, Floats, Strings } kind = Int;
+  Attribute() = default;
+  Attribute(int64_t v) : kind(Int), i(v) {}  // NOLINT: {"group", 32}
+  Attribute(int v) : kind(Int), i(v) {}      // NOLINT
+  Attribute(double v) : kind(Float), f(v) {}  // NOLINT
+  Attribute(const char* v) : kind(String), s(v) {}  // NOLINT
+  Attribute(std::vector<int64_t> v) : kind(Ints), ints(std::move(v)) {}  // NOLINT: {"strides", {2, 2}}
+  Attribute(const Buffer& v) : kind(Tensor), t(v) {}  // NOLINT
   int64_t i = 0;
   double f = 0;
   std::string s;
@@ -123,5 +130,43 @@ class Network {
 };
 
 Network compile(const Graph& g, const CompileOptions& opts = {});
+
+class OnnxBuilderImpl;
+
+// Writes ONNX models in code (IR 8, opset 17 by default): networks for tests, examples and
+// benchmarks without an exporter. Names are made unique; each call returns the name of the
+// value it defines.
+//
+//   graph::OnnxBuilder b;
+//   std::string x = b.input("x", float32, {1, 3, 224, 224});
+//   std::string y = b.node("Conv", {x, b.random("w", {64, 3, 7, 7}, 0.1)}, {{"strides", {2, 2}}});
+//   b.output(b.node("Relu", {y}));
+//   graph::Graph g = b.graph();   // or b.save("model.onnx")
+class OnnxBuilder {
+ public:
+  explicit OnnxBuilder(int opset = 17);
+  ~OnnxBuilder();
+  OnnxBuilder(const OnnxBuilder&) = delete;
+  OnnxBuilder& operator=(const OnnxBuilder&) = delete;
+
+  std::string input(const std::string& name, DType dtype, const std::vector<int64_t>& shape);
+  std::string constant(const std::string& name, const Buffer& data);  // an initializer
+  // An initializer of uniform random values in [-scale, scale] (or [lo, hi] with `positive`:
+  // [scale / 2, scale], for variances).
+  std::string random(const std::string& name, const std::vector<int64_t>& shape, double scale, bool positive = false);
+  std::string ints(const std::string& name, const std::vector<int64_t>& values);  // an int64 initializer
+  std::string node(const std::string& op, const std::vector<std::string>& inputs,
+                   const std::map<std::string, Attribute>& attrs = {});
+  std::vector<std::string> node(const std::string& op, const std::vector<std::string>& inputs,
+                                const std::map<std::string, Attribute>& attrs, int num_outputs);
+  void output(const std::string& value);
+
+  std::string bytes() const;  // the serialised ModelProto, outputs typed by shape inference
+  void save(const std::string& path) const;
+  Graph graph() const;
+
+ private:
+  std::unique_ptr<OnnxBuilderImpl> impl_;
+};
 
 }  // namespace tessel::graph
