@@ -1,0 +1,188 @@
+// The graph compiler on whole networks: optimised (fused, memory planned) and node by node
+// give the same outputs; each pass before and after; the memory plan never overlaps tensors
+// alive together; bad models give one clear error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "graph/MemoryPlan.h"
+#include "graph/passes/Passes.h"
+#include "tessel/error.h"
+#include "tessel/graph.h"
+#include "tessel/graph_models.h"
+
+using namespace tessel;
+using namespace tessel::graph;
+
+namespace {
+
+// Runs the model optimised and node by node on one random input; returns the largest
+// relative difference of the outputs, and checks that they are finite.
+double optimised_against_node_by_node(const std::string& bytes, Network* optimised = nullptr) {
+  Graph g = load_onnx_bytes(bytes);
+  Network fused = compile(g), plain = compile(g, {.fuse = false, .plan_memory = false});
+  if (optimised) *optimised = fused;
+  EXPECT_LT(fused.num_kernels(), plain.num_kernels()) << "fusion put nothing together";
+  EXPECT_LE(fused.arena_bytes(), fused.separate_bytes());
+  std::vector<Buffer> in;
+  for (int id : g.inputs) {
+    in.emplace_back(g.values[size_t(id)].shape, g.values[size_t(id)].dtype);
+    in.back().fill_random(7);
+  }
+  std::vector<Buffer> a = fused.run(in), b = plain.run(in);
+  double worst = 0;
+  for (size_t k = 0; k < a.size(); ++k) {
+    for (int64_t i = 0; i < a[k].size(); ++i) EXPECT_TRUE(std::isfinite(a[k].get(i)));
+    worst = std::max(worst, max_relative_error(a[k], b[k]));
+  }
+  return worst;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Graph, ResNetBasicBlocksGiveTheSameOutputsOptimisedAndNodeByNode) {
+  EXPECT_LT(optimised_against_node_by_node(models::resnet_basic_block(16, 14, 1)), 1e-4);
+  EXPECT_LT(optimised_against_node_by_node(models::resnet_basic_block(16, 14, 2)), 1e-4);
+}
+
+TEST(Graph, MobileNetV2InvertedResidualsGiveTheSameOutputsOptimisedAndNodeByNode) {
+  EXPECT_LT(optimised_against_node_by_node(models::inverted_residual(16, 16, 6, 1, 14)), 1e-4);
+  EXPECT_LT(optimised_against_node_by_node(models::inverted_residual(16, 24, 6, 2, 14)), 1e-4);
+}
+
+TEST(Graph, TransformerEncoderLayerGivesTheSameOutputsOptimisedAndNodeByNode) {
+  Network net;
+  EXPECT_LT(optimised_against_node_by_node(models::bert_layer(16, 64, 4, 128), &net), 1e-4);
+  std::printf("%s", net.report().c_str());
+  EXPECT_LE(net.num_kernels(), 19);  // each matmul with its bias, scaling, residual or GELU
+  EXPECT_LT(net.arena_bytes(), net.separate_bytes() / 2);
+}
+
+TEST(Graph, NodeByNodeModeHandsOutEveryIntermediateValue) {
+  Graph g = load_onnx_bytes(models::resnet_basic_block(8, 8, 1));
+  Network net = compile(g, {.fuse = false});
+  Buffer x(g.values[size_t(g.inputs[0])].shape, float32);
+  x.fill_random(3);
+  std::vector<std::string> seen;
+  Buffer last;
+  std::vector<Buffer> out = net.run({x}, [&](const std::string& name, const Buffer& b) {
+    seen.push_back(name);
+    last = b;
+  });
+  EXPECT_EQ(seen.size(), g.nodes.size());  // one value per node: Conv, BN, Relu, Conv, BN, Add, Relu
+  EXPECT_EQ(max_relative_error(last, out[0]), 0);
+}
+
+TEST(Graph, FoldConstantsDropsNodesComputedWhenLoading) {
+  OnnxBuilder b;
+  std::string x = b.input("x", float32, {2, 6});
+  // The shape of x, computed in the graph, reshapes it: all of it is known when loading.
+  std::string shape = b.node("Shape", {x});
+  std::string half = b.node("Div", {shape, b.ints("two", {1, 2})});
+  std::string y = b.node("Reshape", {x, b.node("Concat", {half, b.ints("more", {2})}, {{"axis", 0}})});
+  b.output(b.node("Relu", {y}));
+  Graph before = b.graph();
+  Graph after = fold_constants(before);
+  std::printf("before:\n%safter:\n%s", before.str().c_str(), after.str().c_str());
+  EXPECT_EQ(before.nodes.size(), 5u);
+  ASSERT_EQ(after.nodes.size(), 2u);
+  EXPECT_EQ(after.nodes[0].op, "Reshape");
+  EXPECT_EQ(after.values[size_t(after.outputs[0])].shape, (std::vector<int64_t>{2, 3, 2}));
+  EXPECT_NE(after.str().find("Reshape(%x, $"), std::string::npos) << "the shape is now a constant";
+}
+
+TEST(Graph, RemoveDeadNodesKeepsWhatTheOutputsNeed) {
+  OnnxBuilder b;
+  std::string x = b.input("x", float32, {4});
+  std::string used = b.node("Relu", {x});
+  b.node("Sigmoid", {x});  // nothing reads it
+  std::vector<std::string> drop = b.node("Dropout", {used}, {}, 2);  // its mask is not read
+  b.output(drop[0]);
+  Graph before = b.graph(), after = remove_dead_nodes(before);
+  std::printf("before:\n%safter:\n%s", before.str().c_str(), after.str().c_str());
+  ASSERT_EQ(after.nodes.size(), 2u);
+  EXPECT_EQ(after.nodes[1].op, "Dropout");
+  EXPECT_EQ(after.nodes[1].outputs[1], -1) << "an output nobody reads is not computed";
+}
+
+TEST(Graph, FuseGroupsEpiloguesWithTheirProducerAndStopsAtSharedOutputs) {
+  OnnxBuilder b;
+  std::string x = b.input("x", float32, {1, 8, 6, 6});
+  std::string c = b.node("Conv", {x, b.random("w", {8, 8, 3, 3}, 0.3), b.random("b", {8}, 0.1)},
+                         {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  std::string r = b.node("Relu", {b.node("Add", {c, x})});  // conv + bias + residual + relu: one kernel
+  std::string p = b.node("MaxPool", {r}, {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}});
+  std::string c2 = b.node("Conv", {p, b.random("w", {8, 8, 1, 1}, 0.3)});
+  // c2 is read twice: its two readers may not both join its kernel, and neither is needed to.
+  b.output(b.node("Sigmoid", {c2}));
+  b.output(b.node("Tanh", {c2}));
+  Graph before = b.graph(), after = fuse(before);
+  std::printf("before:\n%safter:\n%s", before.str().c_str(), after.str().c_str());
+  auto group = [&](const std::string& op, int nth = 0) {
+    for (const Node& n : after.nodes)
+      if (n.op == op && nth-- == 0) return n.group;
+    return -2;
+  };
+  EXPECT_EQ(group("Add"), group("Conv"));
+  EXPECT_EQ(group("Relu"), group("Conv"));
+  EXPECT_NE(group("MaxPool"), group("Conv"));
+  EXPECT_NE(group("Sigmoid"), group("Conv", 1));
+  EXPECT_NE(group("Tanh"), group("Conv", 1));
+  EXPECT_NE(group("Conv", 1), group("Conv"));
+}
+
+TEST(Graph, MemoryPlanNeverOverlapsTensorsAliveTogether) {
+  std::vector<TensorLifetime> uses;
+  for (int k = 0; k < 40; ++k) uses.push_back({int64_t(64 + (k * 37) % 500), k % 13, k % 13 + k % 5});
+  uses[7].alias = 6;  // in place: takes over a tensor that dies where it is written
+  uses[7].first = uses[6].last = 3, uses[6].first = 1, uses[7].last = 6, uses[7].bytes = uses[6].bytes;
+  MemoryPlan plan = plan_memory(uses);
+  EXPECT_EQ(plan.offsets[7], plan.offsets[6]);
+  EXPECT_LT(plan.arena_bytes, plan.separate_bytes);
+  for (size_t a = 0; a < uses.size(); ++a)
+    for (size_t b = a + 1; b < uses.size(); ++b) {
+      if (uses[a].alias == int(b) || uses[b].alias == int(a)) continue;
+      bool together = !(uses[a].last < uses[b].first || uses[b].last < uses[a].first);
+      bool overlap = plan.offsets[a] < plan.offsets[b] + uses[b].bytes && plan.offsets[b] < plan.offsets[a] + uses[a].bytes;
+      EXPECT_FALSE(together && overlap) << a << " and " << b;
+      EXPECT_EQ(plan.offsets[a] % 64, 0);
+    }
+}
+
+TEST(Graph, BadModelsGiveAClearError) {
+  auto with = [](const std::function<void(OnnxBuilder&)>& body, int opset = 17) {
+    OnnxBuilder b(opset);
+    body(b);
+    return error_of([&] { b.graph(); });
+  };
+  std::string e = with([](OnnxBuilder& b) { b.output(b.node("NonMaxSuppression", {b.input("x", float32, {4})})); });
+  EXPECT_NE(e.find("node 'NonMaxSuppression' (NonMaxSuppression): operator NonMaxSuppression is not supported"),
+            std::string::npos) << e;
+  e = with([](OnnxBuilder& b) { b.output(b.node("Relu", {b.input("x", float32, {4})})); }, 18);
+  EXPECT_NE(e.find("opset 18; Tessel reads opsets 1 to 17"), std::string::npos) << e;
+  e = with([](OnnxBuilder& b) {
+    b.output(b.node("Add", {b.input("x", float32, {2, 3}), b.input("y", float32, {4})}));
+  });
+  EXPECT_NE(e.find("node 'Add' (Add, opset 17): shapes [2, 3] and [4] do not broadcast"), std::string::npos) << e;
+  e = with([](OnnxBuilder& b) { b.output(b.node("Relu", {"nowhere"})); });
+  EXPECT_NE(e.find("input 'nowhere' is not defined"), std::string::npos) << e;
+  std::string model = models::resnet_basic_block(4, 4, 1);
+  e = error_of([&] { load_onnx_bytes(model.substr(0, model.size() / 2)); });
+  EXPECT_NE(e.find("not an ONNX model"), std::string::npos) << e;
+  e = error_of([&] { load_onnx("/nonexistent/model.onnx"); });
+  EXPECT_NE(e.find("cannot open ONNX model '/nonexistent/model.onnx'"), std::string::npos) << e;
+  Graph g = load_onnx_bytes(model);
+  Network net = compile(g);
+  e = error_of([&] { net.run({Buffer({1, 4, 4, 5}, float32)}); });
+  EXPECT_NE(e.find("input 0 ('x') must be float32[1, 4, 4, 4], not float32[1, 4, 4, 5]"), std::string::npos) << e;
+}
