@@ -58,6 +58,7 @@ std::string node_key(const Graph& g, const Node& n, const std::map<int, std::str
 Network compile(const Graph& input, const CompileOptions& opts) {
   auto impl = std::make_shared<NetworkImpl>();
   Graph g = remove_dead_nodes(fold_constants(input));
+  if (opts.rewrite) g = split_operators(fold_batch_norm(g));
   if (opts.fuse) {
     g = fuse(g);
   } else {

@@ -21,7 +21,7 @@ namespace {
 // relative difference of the outputs, and checks that they are finite.
 double optimised_against_node_by_node(const std::string& bytes, Network* optimised = nullptr) {
   Graph g = load_onnx_bytes(bytes);
-  Network fused = compile(g), plain = compile(g, {.fuse = false, .plan_memory = false});
+  Network fused = compile(g), plain = compile(g, {.rewrite = false, .fuse = false, .plan_memory = false});
   if (optimised) *optimised = fused;
   EXPECT_LT(fused.num_kernels(), plain.num_kernels()) << "fusion put nothing together";
   EXPECT_LE(fused.arena_bytes(), fused.separate_bytes());
@@ -70,7 +70,7 @@ TEST(Graph, TransformerEncoderLayerGivesTheSameOutputsOptimisedAndNodeByNode) {
 
 TEST(Graph, NodeByNodeModeHandsOutEveryIntermediateValue) {
   Graph g = load_onnx_bytes(models::resnet_basic_block(8, 8, 1));
-  Network net = compile(g, {.fuse = false});
+  Network net = compile(g, {.rewrite = false, .fuse = false});
   Buffer x(g.values[size_t(g.inputs[0])].shape, float32);
   x.fill_random(3);
   std::vector<std::string> seen;
@@ -139,6 +139,27 @@ TEST(Graph, FuseGroupsEpiloguesWithTheirProducerAndStopsAtSharedOutputs) {
   EXPECT_NE(group("Sigmoid"), group("Conv", 1));
   EXPECT_NE(group("Tanh"), group("Conv", 1));
   EXPECT_NE(group("Conv", 1), group("Conv"));
+}
+
+TEST(Graph, FoldBatchNormScalesTheConvolutionBeforeIt) {
+  OnnxBuilder b;
+  std::string x = b.input("x", float32, {1, 4, 5, 5});
+  std::string c = b.node("Conv", {x, b.random("w", {6, 4, 3, 3}, 0.5), b.random("b", {6}, 0.5)});
+  auto bn = [&](const std::string& in, int64_t ch) {
+    return b.node("BatchNormalization", {in, b.random("s", {ch}, 1.0, true), b.random("t", {ch}, 0.5),
+                                         b.random("m", {ch}, 0.5), b.random("v", {ch}, 1.0, true)});
+  };
+  b.output(bn(bn(c, 6), 6));  // the second has no convolution of its own: split, not folded
+  Graph before = b.graph(), after = split_operators(fold_batch_norm(before));
+  std::printf("before:\n%safter:\n%s", before.str().c_str(), after.str().c_str());
+  ASSERT_EQ(after.nodes.size(), 3u);
+  EXPECT_EQ(after.nodes[0].op, "Conv");
+  EXPECT_EQ(after.nodes[1].op, "Mul");
+  EXPECT_EQ(after.nodes[2].op, "Add");
+  Buffer in({1, 4, 5, 5}, float32);
+  in.fill_random(2);
+  Buffer want = compile(before, {.rewrite = false, .fuse = false}).run({in})[0];
+  EXPECT_LT(max_relative_error(compile(before).run({in})[0], want), 1e-5);
 }
 
 TEST(Graph, MemoryPlanNeverOverlapsTensorsAliveTogether) {

@@ -9,6 +9,11 @@ Graph fold_constants(Graph g);
 // Drops the nodes none of whose outputs reaches a graph output, and values nothing uses.
 Graph remove_dead_nodes(Graph g);
 
+// Scales each convolution's weights and bias by the batch norm that follows it alone.
+Graph fold_batch_norm(Graph g);
+// Splits operators where that helps: a batch norm left alone becomes Mul and Add by constants.
+Graph split_operators(Graph g);
+
 enum class OpKind { Elemwise, Injective, Reduce, Complex };
 OpKind op_kind(const std::string& onnx_op);
 // Puts nodes into groups (Node::group), each of which becomes one kernel.

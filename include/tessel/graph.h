@@ -97,6 +97,7 @@ std::vector<std::string> supported_operators();
 
 struct CompileOptions {
   Target target = Target::host();
+  bool rewrite = true;      // false: the nodes as the model has them (no batch-norm folding or splitting)
   bool fuse = true;         // false: a kernel per node (for debugging, and to check fusion)
   bool plan_memory = true;  // false: a buffer per intermediate tensor
 };
