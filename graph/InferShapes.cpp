@@ -39,28 +39,22 @@ std::vector<Tensor> Compute::outputs() const {
   return out;
 }
 
-void keep_inputs(Compute& c, const std::vector<size_t>& positions) {
+void Compute::drop_unread_inputs() {
+  std::vector<std::string> stages = Schedule(outputs()).stage_names();
   std::vector<int> ids;
   std::vector<Tensor> tensors;
-  for (size_t k : positions) ids.push_back(c.input_ids.at(k)), tensors.push_back(c.inputs.at(k));
-  c.input_ids = ids, c.inputs = tensors;
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (std::find(stages.begin(), stages.end(), inputs[k].name()) != stages.end())
+      ids.push_back(input_ids[k]), tensors.push_back(inputs[k]);
+  input_ids = ids, inputs = tensors;
 }
 
-Kernel build_kernel(Compute& c, const Graph& g, const Target& target) {
-  std::vector<Tensor> outs = c.outputs();
-  std::vector<std::string> stages = Schedule(outs).stage_names();
-  Kernel k;
-  std::vector<Tensor> weights;
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
-    if (std::find(stages.begin(), stages.end(), c.inputs[i].name()) == stages.end()) continue;
-    k.kept.push_back(i);
+Module build_kernel(const Compute& c, const Graph& g, const Target& target) {
+  std::vector<Tensor> outs = c.outputs(), weights, args = c.inputs;
+  for (size_t i = 0; i < c.inputs.size(); ++i)
     if (g.values[size_t(c.input_ids[i])].is_constant()) weights.push_back(c.inputs[i]);
-  }
-  keep_inputs(c, k.kept);
-  std::vector<Tensor> args = c.inputs;
   args.insert(args.end(), outs.begin(), outs.end());
-  k.module = build(ops::default_schedule(outs, target, weights), args, {.name = "node", .target = target});
-  return k;
+  return build(ops::default_schedule(outs, target, weights), args, {.name = "node", .target = target});
 }
 
 namespace {
@@ -68,7 +62,8 @@ namespace {
 void evaluate(const Node& n, Compute c, Graph& g) {
   for (int o : n.outputs)
     if (o >= 0) c.output_ids.push_back(o);
-  Module m = build_kernel(c, g, Target::host()).module;
+  c.drop_unread_inputs();
+  Module m = build_kernel(c, g, Target::host());
   std::vector<Buffer> bufs, result;
   for (int id : c.input_ids) bufs.push_back(g.values[size_t(id)].constant);
   for (int id : c.output_ids) {

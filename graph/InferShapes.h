@@ -18,17 +18,13 @@ struct Compute {
   std::vector<int> output_ids;  // what the kernel writes, chosen by the caller
   void add(const Graph& g, const Node& n);  // builds n over the tensors defined so far
   std::vector<Tensor> outputs() const;
+  void drop_unread_inputs();  // those no output reads (Shape's input)
 };
 
-// The kernel of a compute: its arguments are the inputs it reads (those it does not, such as
-// Shape's, are dropped from `c`; `kept` says which stayed), then its outputs. Inputs that are
-// constants in `g` (weights) may be read in a blocked layout the module prepares once.
-struct Kernel {
-  Module module;
-  std::vector<size_t> kept;
-};
-Kernel build_kernel(Compute& c, const Graph& g, const Target& target);
-void keep_inputs(Compute& c, const std::vector<size_t>& positions);  // drops the others
+// The kernel of a compute whose outputs are chosen: its arguments are its inputs, then its
+// outputs. Inputs that are constants in `g` (weights) may be read in a blocked layout the
+// module prepares once.
+Module build_kernel(const Compute& c, const Graph& g, const Target& target);
 
 // Sets the type of every node output, in order. A node whose inputs are all constants (or
 // that reads only its inputs' shapes: Shape, Size) is evaluated, so that shapes computed in

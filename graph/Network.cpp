@@ -1,13 +1,13 @@
-// compile(): the passes, a kernel per group of fused nodes (groups of the same operators,
-// attributes and input types share compiled code), the memory plan; run(): the kernels in
-// order over the arena.
-#include <set>
+// compile(): the passes, a kernel per part (parts of the same structure share compiled code),
+// tuned schedules from a log, the memory plan; run(): the kernels in order over the arena.
+#include <algorithm>
 #include <sstream>
 
-#include "graph/InferShapes.h"
 #include "graph/MemoryPlan.h"
 #include "graph/Operators.h"
+#include "graph/Partition.h"
 #include "graph/passes/Passes.h"
+#include "tessel/ops.h"
 
 namespace tessel::graph {
 
@@ -17,6 +17,8 @@ struct Step {
   Module module;
   std::vector<int> inputs, outputs;  // value ids: the kernel's arguments in order
   std::vector<int> nodes;            // what it computes
+  std::string ops, schedule;         // "Conv+Relu"; "tuned" or "default"
+  double seconds = 0;                // median time, after profile()
 };
 
 }  // namespace
@@ -27,102 +29,38 @@ class NetworkImpl {
   std::vector<Step> steps;
   std::vector<Buffer> values;  // per value: constants, arena views, output buffers; inputs per run
   MemoryPlan plan;
+  bool profiled = false;
 };
 
-namespace {
-
-// What a node's code depends on: operator, attributes, input types and which earlier input
-// each repeats, and the values of the small constants its definition may read (shapes, axes).
-std::string node_key(const Graph& g, const Node& n, const std::map<int, std::string>& local) {
-  std::ostringstream os;
-  os << n.op << "@" << n.opset;
-  for (auto& [name, a] : n.attrs) os << "|" << name << "=" << a.str();
-  for (int id : n.inputs) {
-    if (id < 0) {
-      os << "|_";
-      continue;
-    }
-    const Value& v = g.values[size_t(id)];
-    os << "|" << (local.count(id) ? local.at(id) : "?") << ":" << v.dtype.str() << shape_str(v.shape);
-    if (v.is_constant() && v.elements() <= 64) {
-      os << "=";
-      for (int64_t k = 0; k < v.constant.size(); ++k) os << v.constant.get(k) << ",";
-    }
-  }
-  for (int o : n.outputs) os << (o < 0 ? "|-" : "|+");
-  return os.str();
+Graph optimize(const Graph& input, const CompileOptions& opts) {
+  Graph g = remove_dead_nodes(fold_constants(input));
+  if (opts.rewrite) g = split_operators(fold_batch_norm(g));
+  if (opts.fuse) return fuse(g);
+  for (size_t k = 0; k < g.nodes.size(); ++k) g.nodes[k].group = int(k);
+  return g;
 }
-
-}  // namespace
 
 Network compile(const Graph& input, const CompileOptions& opts) {
   auto impl = std::make_shared<NetworkImpl>();
-  Graph g = remove_dead_nodes(fold_constants(input));
-  if (opts.rewrite) g = split_operators(fold_batch_norm(g));
-  if (opts.fuse) {
-    g = fuse(g);
-  } else {
-    for (size_t k = 0; k < g.nodes.size(); ++k) g.nodes[k].group = int(k);
-  }
-  // Groups in a topological order of what they read (fusion keeps that graph acyclic), the
-  // group of the earliest node first among those ready.
-  std::map<int, std::vector<int>> members;
-  std::map<int, std::set<int>> after;  // group -> groups that read it
-  std::map<int, int> waiting;          // group -> groups it still waits for
-  for (size_t k = 0; k < g.nodes.size(); ++k) members[g.nodes[k].group].push_back(int(k));
-  for (const Node& n : g.nodes)
-    for (int i : n.inputs) {
-      int p = i < 0 ? -1 : g.values[size_t(i)].producer;
-      if (p >= 0 && g.nodes[size_t(p)].group != n.group && after[g.nodes[size_t(p)].group].insert(n.group).second)
-        ++waiting[n.group];
-    }
-  std::set<std::pair<int, int>> ready;  // (first node, group)
-  for (auto& [grp, nodes] : members)
-    if (!waiting[grp]) ready.insert({nodes.front(), grp});
-  std::vector<int> order;
-  while (!ready.empty()) {
-    int grp = ready.begin()->second;
-    ready.erase(ready.begin());
-    order.push_back(grp);
-    for (int next : after[grp])
-      if (--waiting[next] == 0) ready.insert({members[next].front(), next});
-  }
-  TESSEL_INTERNAL_CHECK(order.size() == members.size(), "fusion made kernels that wait for each other");
-  std::vector<int> readers(g.values.size(), 0);  // per value: groups other than its own that read it
-  for (const Node& n : g.nodes)
-    for (int i : n.inputs)
-      if (i >= 0 && (g.values[size_t(i)].producer < 0 || g.nodes[size_t(g.values[size_t(i)].producer)].group != n.group))
-        ++readers[size_t(i)];
-  for (int o : g.outputs) ++readers[size_t(o)];
-
-  std::map<std::string, Kernel> built;
-  for (int grp : order) {
-    Compute c;
-    std::string key = opts.target.str();
-    std::map<int, std::string> local;  // value -> its name inside the group's key
-    for (int k : members[grp]) {
-      const Node& n = g.nodes[size_t(k)];
-      for (int i : n.inputs)
-        if (i >= 0 && !local.count(i)) local[i] = "in" + std::to_string(local.size());
-      key += "\n" + node_key(g, n, local);
-      for (int o : n.outputs)
-        if (o >= 0) local[o] = "v" + std::to_string(local.size());
-      c.add(g, n);
-    }
-    for (int k : members[grp])
-      for (int o : g.nodes[size_t(k)].outputs)
-        if (o >= 0 && readers[size_t(o)] > 0) c.output_ids.push_back(o), key += "|out:" + local[o];
-    auto it = built.find(key);
+  Graph g = optimize(input, opts);
+  std::map<std::string, Module> built;  // by part key
+  for (Part& p : partition(g)) {
     Step step;
-    if (it == built.end()) {
-      it = built.emplace(key, build_kernel(c, g, opts.target)).first;
-      step.module = it->second.module;
-    } else {
-      keep_inputs(c, it->second.kept);
+    step.inputs = p.compute.input_ids, step.outputs = p.compute.output_ids, step.nodes = p.nodes, step.ops = p.ops;
+    std::optional<autotune::BestSchedule> best;
+    if (!opts.log.empty() && worth_tuning(g, p)) best = autotune::best_schedule(opts.log, workload_of(g, p), opts.target);
+    step.schedule = best ? "tuned" : "default";
+    auto it = built.find(p.key);
+    if (it != built.end()) {
       // The same code; its own copies of weights it reads in a rewritten layout.
-      step.module = it->second.module.layout_rewrites().empty() ? it->second.module : it->second.module.instance();
+      step.module = it->second.layout_rewrites().empty() ? it->second : it->second.instance();
+    } else if (best) {
+      autotune::Workload w = workload_of(g, p);
+      step.module = build(Schedule::replay(w.outputs, best->steps), w.args, {.name = "node", .target = opts.target});
+    } else {
+      step.module = build_kernel(p.compute, g, opts.target);
     }
-    step.inputs = c.input_ids, step.outputs = c.output_ids, step.nodes = members[grp];
+    built.emplace(p.key, step.module);
     impl->steps.push_back(std::move(step));
   }
 
@@ -146,7 +84,7 @@ Network compile(const Graph& input, const CompileOptions& opts) {
         continue;
       }
       use_of[o] = uses.size();
-      uses.push_back({v.shape.empty() ? v.dtype.bytes() : v.elements() * v.dtype.bytes(), int(s), int(s)});
+      uses.push_back({v.elements() * v.dtype.bytes(), int(s), int(s)});
     }
   }
   for (size_t s = 0; s < impl->steps.size(); ++s) {
@@ -176,6 +114,23 @@ Network compile(const Graph& input, const CompileOptions& opts) {
   }
   impl->graph = std::move(g);
   return Network(impl);
+}
+
+std::vector<autotune::TaskResult> tune(const Graph& input, const autotune::TuneOptions& tuning,
+                                       const CompileOptions& opts) {
+  Graph g = optimize(input, opts);
+  std::vector<autotune::Workload> tasks;
+  std::vector<double> weights;
+  std::map<std::string, size_t> index;  // part key -> task
+  for (const Part& p : partition(g)) {
+    if (!worth_tuning(g, p)) continue;
+    auto [it, fresh] = index.emplace(p.key, tasks.size());
+    if (fresh) tasks.push_back(workload_of(g, p)), weights.push_back(0);
+    weights[it->second] += 1;
+  }
+  TESSEL_USER_CHECK(!tasks.empty(), "the network has no kernel worth tuning (no convolution, matmul, pooling or "
+                    "normalisation)");
+  return autotune::tune_tasks(tasks, weights, tuning);
 }
 
 std::vector<Buffer> Network::run(const std::vector<Buffer>& inputs) const { return run(inputs, nullptr); }
@@ -208,20 +163,47 @@ std::vector<Buffer> Network::run(const std::vector<Buffer>& inputs,
   return out;
 }
 
+void Network::profile(const std::vector<Buffer>& inputs, int runs) const {
+  run(inputs);  // the intermediate tensors of a real run, for each kernel timed alone
+  const Graph& g = impl_->graph;
+  for (Step& st : impl_->steps) {
+    std::vector<Buffer> args;
+    for (int id : st.inputs) {
+      auto in = std::find(g.inputs.begin(), g.inputs.end(), id);
+      args.push_back(in != g.inputs.end() ? inputs[size_t(in - g.inputs.begin())] : impl_->values[size_t(id)]);
+    }
+    for (int id : st.outputs) args.push_back(impl_->values[size_t(id)]);
+    st.module(args);  // prepares rewritten weights before timing
+    st.seconds = st.module.time(args, runs);
+  }
+  impl_->profiled = true;
+}
+
 const Graph& Network::graph() const { return impl_->graph; }
 int Network::num_kernels() const { return int(impl_->steps.size()); }
+int Network::num_tuned() const {
+  return int(std::count_if(impl_->steps.begin(), impl_->steps.end(), [](const Step& s) { return s.schedule == "tuned"; }));
+}
 int64_t Network::arena_bytes() const { return impl_->plan.arena_bytes; }
 int64_t Network::separate_bytes() const { return impl_->plan.separate_bytes; }
 
 std::string Network::report() const {
   const Graph& g = impl_->graph;
   std::ostringstream os;
-  os << impl_->steps.size() << " kernels for " << g.nodes.size() << " nodes\n";
+  int tuned = 0;
+  double total = 0;
+  for (const Step& s : impl_->steps) tuned += s.schedule == "tuned", total += s.seconds;
+  os << impl_->steps.size() << " kernels for " << g.nodes.size() << " nodes, " << tuned << " tuned from the log\n";
   for (size_t s = 0; s < impl_->steps.size(); ++s) {
     const Step& st = impl_->steps[s];
-    os << "  kernel " << s << ":";
-    for (int k : st.nodes) os << " " << g.nodes[size_t(k)].op;
-    os << "  (" << g.nodes[size_t(st.nodes.front())].name << (st.nodes.size() > 1 ? ", ..." : "") << ")\n";
+    char line[512];
+    std::snprintf(line, sizeof line, "  %3zu %-40s %-8s", s, st.ops.substr(0, 40).c_str(), st.schedule.c_str());
+    os << line;
+    if (impl_->profiled) {
+      std::snprintf(line, sizeof line, " %8.3f ms %5.1f%%", st.seconds * 1e3, 100 * st.seconds / std::max(total, 1e-12));
+      os << line;
+    }
+    os << "  " << g.nodes[size_t(st.nodes.front())].name << "\n";
   }
   os << "memory: arena " << impl_->plan.arena_bytes << " bytes for intermediate tensors of "
      << impl_->plan.separate_bytes << " bytes in all";

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tessel/autotune.h"
 #include "tessel/buffer.h"
 #include "tessel/target.h"
 
@@ -100,6 +101,9 @@ struct CompileOptions {
   bool rewrite = true;      // false: the nodes as the model has them (no batch-norm folding or splitting)
   bool fuse = true;         // false: a kernel per node (for debugging, and to check fusion)
   bool plan_memory = true;  // false: a buffer per intermediate tensor
+  // A tuning log (tune() below, or `tessel-compile --tune`): kernels with a record get the
+  // best schedule measured for this target, the others their default schedules.
+  std::string log;
 };
 
 class NetworkImpl;
@@ -121,9 +125,13 @@ class Network {
 
   const Graph& graph() const;  // after the passes; Node::group is each node's kernel
   int num_kernels() const;
+  int num_tuned() const;           // kernels built from a tuning log's record
   int64_t arena_bytes() const;     // the planned arena
   int64_t separate_bytes() const;  // the intermediate tensors, one buffer each
-  // What was fused into each kernel, and the memory plan.
+  // Runs the network `runs` times and keeps each kernel's median time for report().
+  void profile(const std::vector<Buffer>& inputs, int runs = 10) const;
+  // Each kernel: the nodes fused into it, its schedule (tuned from the log, or the default)
+  // and, after profile(), its time; then the memory plan.
   std::string report() const;
 
  private:
@@ -131,6 +139,16 @@ class Network {
 };
 
 Network compile(const Graph& g, const CompileOptions& opts = {});
+
+// The graph compile() builds kernels for: passes applied, nodes grouped (Node::group).
+Graph optimize(const Graph& g, const CompileOptions& opts = {});
+
+// Tunes a network: each distinct fused kernel that has a reduction (convolution, matmul,
+// pooling, normalisation) is one task, weighted by how many kernels of the network it is; the
+// task scheduler spreads `tuning.trials` over them, appending to `tuning.log` (resume with
+// `tuning.resume`). compile() with `log` set then builds the tuned kernels.
+std::vector<autotune::TaskResult> tune(const Graph& g, const autotune::TuneOptions& tuning,
+                                       const CompileOptions& opts = {});
 
 class OnnxBuilderImpl;
 

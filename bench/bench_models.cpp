@@ -1,0 +1,161 @@
+// Whole networks against onnxruntime: ResNet-50, MobileNetV2 and a BERT-base encoder layer
+// (sequence 128), generated here as ONNX files with random weights, run by Tessel with its
+// default schedules and with the tuned ones of a committed log, and by onnxruntime (through
+// bench/ort_run.py in the bench script's venv) at 1 and 2 threads in the same run: median
+// latency, the outputs' agreement, and peak memory. Each engine runs in a process of its own
+// so that peak RSS is its alone; Tessel's includes the compiler (LLVM), which a deployed
+// network does not load, so its arena is printed too.
+//   bench_models OUT_DIR ORT_PYTHON [RUNS]     (bench/bench_models.sh sets it all up)
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tessel/graph.h"
+#include "tessel/graph_models.h"
+
+using namespace tessel;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  double ms = 0, peak_mb = 0, arena_mb = 0;
+  int tuned = 0, kernels = 0;
+};
+
+Buffer read_raw(const std::string& path, const std::vector<int64_t>& shape) {
+  Buffer b(shape, float32);
+  std::ifstream f(path, std::ios::binary);
+  f.read(static_cast<char*>(b.raw()), b.bytes());
+  return b;
+}
+
+// Compiles and times the model in a child process; the outputs go to `out_path`.
+Result run_tessel(const std::string& model, const std::string& in_path, const std::string& out_path,
+                  const std::string& log, int threads, int runs) {
+  int fds[2];
+  if (pipe(fds)) throw std::runtime_error("pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    Result r;
+    set_num_threads(threads);
+    graph::Graph g = graph::load_onnx(model);
+    graph::Network net = graph::compile(g, {.log = log});
+    const graph::Value& x = g.values[size_t(g.inputs[0])];
+    Buffer in = read_raw(in_path, x.shape);
+    std::vector<Buffer> out = net.run({in});
+    for (int k = 0; k < 3; ++k) net.run({in});
+    std::vector<double> times;
+    for (int k = 0; k < runs; ++k) {
+      auto t = std::chrono::steady_clock::now();
+      net.run({in});
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
+    }
+    std::sort(times.begin(), times.end());
+    std::ofstream(out_path, std::ios::binary).write(static_cast<const char*>(out[0].raw()), out[0].bytes());
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    r.ms = times[times.size() / 2] * 1e3, r.peak_mb = double(u.ru_maxrss) / 1024;
+    r.arena_mb = double(net.arena_bytes()) / (1 << 20), r.kernels = net.num_kernels(), r.tuned = net.num_tuned();
+    if (write(fds[1], &r, sizeof r) != ssize_t(sizeof r)) _exit(1);
+    _exit(0);
+  }
+  close(fds[1]);
+  Result r;
+  ssize_t got = read(fds[0], &r, sizeof r);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (got != ssize_t(sizeof r)) throw std::runtime_error("the Tessel run of " + model + " failed");
+  return r;
+}
+
+Result run_ort(const std::string& python, const std::string& script, const std::string& model,
+               const std::string& in_path, const std::string& out_path, int threads, int runs) {
+  std::string cmd = python + " " + script + " " + model + " " + in_path + " " + out_path + " " +
+                    std::to_string(threads) + " " + std::to_string(runs);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) throw std::runtime_error("cannot run " + cmd);
+  char line[4096] = {0};
+  std::string all;
+  while (fgets(line, sizeof line, p)) all += line;
+  if (pclose(p) != 0) throw std::runtime_error("onnxruntime failed: " + cmd + "\n" + all);
+  Result r;
+  auto field = [&](const std::string& name) {
+    size_t at = all.find("\"" + name + "\": ");
+    return at == std::string::npos ? 0.0 : std::stod(all.substr(at + name.size() + 4));
+  };
+  r.ms = field("ms"), r.peak_mb = field("peak_rss_mb");
+  return r;
+}
+
+double max_difference(const std::string& a, const std::string& b, const std::vector<int64_t>& shape) {
+  return max_relative_error(read_raw(a, shape), read_raw(b, shape));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: bench_models OUT_DIR ORT_PYTHON [RUNS]\n");
+    return 2;
+  }
+  fs::path dir = argv[1];
+  std::string python = argv[2];
+  int runs = argc > 3 ? std::atoi(argv[3]) : 20;
+  fs::create_directories(dir);
+  std::string script = std::string(TESSEL_SOURCE_DIR) + "/bench/ort_run.py";
+  struct Model {
+    std::string name, log;
+    std::string (*make)();
+  };
+  std::vector<Model> list = {
+      {"resnet50", "resnet50_graph", [] { return graph::models::resnet(50); }},
+      {"mobilenetv2", "mobilenetv2_graph", [] { return graph::models::mobilenet_v2(); }},
+      {"bert_layer", "bert_layer_graph", [] { return graph::models::bert_layer(); }},
+  };
+  std::printf("%-12s %3s  %-14s %9s %8s %10s %10s  %s\n", "model", "thr", "engine", "ms", "vs ort", "peak MB",
+              "max diff", "notes");
+  for (const Model& m : list) {
+    std::string model = (dir / (m.name + ".onnx")).string();
+    std::string bytes = m.make();
+    std::ofstream(model, std::ios::binary) << bytes;
+    graph::Graph g = graph::load_onnx_bytes(bytes);
+    const graph::Value& x = g.values[size_t(g.inputs[0])];
+    Buffer in(x.shape, float32);
+    in.fill_random(11);
+    std::string in_path = (dir / (m.name + ".in.bin")).string();
+    std::ofstream(in_path, std::ios::binary).write(static_cast<const char*>(in.raw()), in.bytes());
+    std::vector<int64_t> out_shape = g.values[size_t(g.outputs[0])].shape;
+    std::string log = std::string(TESSEL_SOURCE_DIR) + "/tuning_logs/" + m.log + ".json.gz";
+    for (int threads : {1, 2}) {
+      std::string ort_out = (dir / (m.name + ".ort.bin")).string();
+      Result ort = run_ort(python, script, model, in_path, ort_out, threads, runs);
+      std::printf("%-12s %3d  %-14s %9.2f %8s %10.0f %10s\n", m.name.c_str(), threads, "onnxruntime", ort.ms, "1.00",
+                  ort.peak_mb, "");
+      for (bool tuned : {false, true}) {
+        if (tuned && !fs::exists(log)) {
+          std::printf("%-12s %3d  %-14s %9s  (no log %s)\n", m.name.c_str(), threads, "tessel-tuned", "-", log.c_str());
+          continue;
+        }
+        std::string out = (dir / (m.name + ".tessel.bin")).string();
+        Result r = run_tessel(model, in_path, out, tuned ? log : "", threads, runs);
+        std::printf("%-12s %3d  %-14s %9.2f %7.2fx %10.0f %10.1e  %d kernels (%d tuned), arena %.1f MB\n",
+                    m.name.c_str(), threads, tuned ? "tessel-tuned" : "tessel-default", r.ms, ort.ms / r.ms,
+                    r.peak_mb, max_difference(out, ort_out, out_shape), r.kernels, r.tuned, r.arena_mb);
+        std::fflush(stdout);
+      }
+    }
+  }
+  std::printf("vs ort: onnxruntime's latency / Tessel's (above 1: Tessel is faster); max diff: largest relative "
+              "difference of the outputs\n");
+  return 0;
+}
