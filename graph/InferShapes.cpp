@@ -49,12 +49,12 @@ void Compute::drop_unread_inputs() {
   input_ids = ids, inputs = tensors;
 }
 
-Module build_kernel(const Compute& c, const Graph& g, const Target& target) {
+Module build_kernel(const Compute& c, const Graph& g, const BuildOptions& opts) {
   std::vector<Tensor> outs = c.outputs(), weights, args = c.inputs;
   for (size_t i = 0; i < c.inputs.size(); ++i)
     if (g.values[size_t(c.input_ids[i])].is_constant()) weights.push_back(c.inputs[i]);
   args.insert(args.end(), outs.begin(), outs.end());
-  return build(ops::default_schedule(outs, target, weights), args, {.name = "node", .target = target});
+  return build(ops::default_schedule(outs, opts.target, weights), args, opts);
 }
 
 namespace {
@@ -63,7 +63,7 @@ void evaluate(const Node& n, Compute c, Graph& g) {
   for (int o : n.outputs)
     if (o >= 0) c.output_ids.push_back(o);
   c.drop_unread_inputs();
-  Module m = build_kernel(c, g, Target::host());
+  Module m = build_kernel(c, g, {.name = "fold"});
   std::vector<Buffer> bufs, result;
   for (int id : c.input_ids) bufs.push_back(g.values[size_t(id)].constant);
   for (int id : c.output_ids) {

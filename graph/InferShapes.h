@@ -24,7 +24,7 @@ struct Compute {
 // The kernel of a compute whose outputs are chosen: its arguments are its inputs, then its
 // outputs. Inputs that are constants in `g` (weights) may be read in a blocked layout the
 // module prepares once.
-Module build_kernel(const Compute& c, const Graph& g, const Target& target);
+Module build_kernel(const Compute& c, const Graph& g, const BuildOptions& opts);
 
 // Sets the type of every node output, in order. A node whose inputs are all constants (or
 // that reads only its inputs' shapes: Shape, Size) is evaluated, so that shapes computed in

@@ -3,34 +3,13 @@
 #include <algorithm>
 #include <sstream>
 
-#include "graph/MemoryPlan.h"
+#include "graph/NetworkImpl.h"
 #include "graph/Operators.h"
 #include "graph/Partition.h"
 #include "graph/passes/Passes.h"
 #include "tessel/ops.h"
 
 namespace tessel::graph {
-
-namespace {
-
-struct Step {
-  Module module;
-  std::vector<int> inputs, outputs;  // value ids: the kernel's arguments in order
-  std::vector<int> nodes;            // what it computes
-  std::string ops, schedule;         // "Conv+Relu"; "tuned" or "default"
-  double seconds = 0;                // median time, after profile()
-};
-
-}  // namespace
-
-class NetworkImpl {
- public:
-  Graph graph;
-  std::vector<Step> steps;
-  std::vector<Buffer> values;  // per value: constants, arena views, output buffers; inputs per run
-  MemoryPlan plan;
-  bool profiled = false;
-};
 
 Graph optimize(const Graph& input, const CompileOptions& opts) {
   Graph g = remove_dead_nodes(fold_constants(input));
@@ -42,8 +21,9 @@ Graph optimize(const Graph& input, const CompileOptions& opts) {
 
 Network compile(const Graph& input, const CompileOptions& opts) {
   auto impl = std::make_shared<NetworkImpl>();
+  impl->target = opts.target;
   Graph g = optimize(input, opts);
-  std::map<std::string, Module> built;  // by part key
+  std::map<std::string, std::pair<Module, int>> built;  // by part key: the code and its number
   for (Part& p : partition(g)) {
     Step step;
     step.inputs = p.compute.input_ids, step.outputs = p.compute.output_ids, step.nodes = p.nodes, step.ops = p.ops;
@@ -53,14 +33,20 @@ Network compile(const Graph& input, const CompileOptions& opts) {
     auto it = built.find(p.key);
     if (it != built.end()) {
       // The same code; its own copies of weights it reads in a rewritten layout.
-      step.module = it->second.layout_rewrites().empty() ? it->second : it->second.instance();
-    } else if (best) {
-      autotune::Workload w = workload_of(g, p);
-      step.module = build(Schedule::replay(w.outputs, best->steps), w.args, {.name = "node", .target = opts.target});
+      Module& code = it->second.first;
+      step.module = code.layout_rewrites().empty() ? code : code.instance();
+      step.code = it->second.second;
     } else {
-      step.module = build_kernel(p.compute, g, opts.target);
+      step.code = int(built.size());
+      BuildOptions bo{.name = "tessel_k" + std::to_string(step.code), .target = opts.target};
+      if (best) {
+        autotune::Workload w = workload_of(g, p);
+        step.module = build(Schedule::replay(w.outputs, best->steps), w.args, bo);
+      } else {
+        step.module = build_kernel(p.compute, g, bo);
+      }
+      built.emplace(p.key, std::make_pair(step.module, step.code));
     }
-    built.emplace(p.key, step.module);
     impl->steps.push_back(std::move(step));
   }
 
@@ -108,7 +94,9 @@ Network compile(const Graph& input, const CompileOptions& opts) {
     if (u.alias >= 0 && taken[size_t(u.alias)]++) u.alias = -1;
   impl->plan = plan_memory(uses);
   Buffer arena({std::max<int64_t>(impl->plan.arena_bytes, 1)}, uint8);
+  impl->arena_offset.assign(g.values.size(), -1);
   for (auto& [id, u] : use_of) {
+    impl->arena_offset[size_t(id)] = int(impl->plan.offsets[u]);
     const Value& v = g.values[size_t(id)];
     impl->values[size_t(id)] = Buffer::view(arena, impl->plan.offsets[u], v.shape, v.dtype);
   }

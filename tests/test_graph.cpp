@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "graph/MemoryPlan.h"
 #include "graph/passes/Passes.h"
@@ -178,6 +180,37 @@ TEST(Graph, MemoryPlanNeverOverlapsTensorsAliveTogether) {
       EXPECT_FALSE(together && overlap) << a << " and " << b;
       EXPECT_EQ(plan.offsets[a] % 64, 0);
     }
+}
+
+TEST(Graph, SavedNetworksRunWithoutTheCompiler) {
+  Graph g = load_onnx_bytes(models::inverted_residual(16, 16, 6, 1, 14));
+  Network net = compile(g);
+  std::string dir = std::string(TESSEL_TEST_TMP) + "/saved_block";
+  std::filesystem::remove_all(dir);
+  net.save(dir);
+  Buffer x(g.values[size_t(g.inputs[0])].shape, float32);
+  x.fill_random(5);
+  Buffer want = compile(g, {.rewrite = false, .fuse = false}).run({x})[0];
+  std::string in = dir + "/x.bin", out = dir + "/y.bin";
+  {
+    std::ofstream f(in, std::ios::binary);
+    int64_t rank = x.shape().size();
+    f.write(reinterpret_cast<const char*>(&rank), 8);
+    f.write(reinterpret_cast<const char*>(x.shape().data()), 8 * rank);
+    f.write(static_cast<const char*>(x.raw()), x.bytes());
+  }
+  ASSERT_EQ(std::system((std::string(DEPLOY_RUN) + " " + dir + " " + in + " " + out).c_str()), 0);
+  Buffer got(want.shape(), float32);
+  std::ifstream(out, std::ios::binary).read(static_cast<char*>(got.raw()), got.bytes());
+  EXPECT_LT(max_relative_error(got, want), 1e-5);
+  // The deploy-time program loads no compiler.
+  std::string ldd = dir + "/ldd.txt";
+  ASSERT_EQ(std::system(("ldd " + std::string(DEPLOY_RUN) + " > " + ldd).c_str()), 0);
+  std::stringstream libs;
+  libs << std::ifstream(ldd).rdbuf();
+  EXPECT_EQ(libs.str().find("LLVM"), std::string::npos) << libs.str();
+  EXPECT_EQ(libs.str().find("libtessel.so"), std::string::npos) << libs.str();
+  EXPECT_NE(libs.str().find("libtessel_deploy"), std::string::npos) << libs.str();
 }
 
 TEST(Graph, BadModelsGiveAClearError) {

@@ -79,6 +79,9 @@ class Module {
   std::vector<LayoutRewrite> layout_rewrites() const;
   void prepare(const std::vector<Buffer>& args) const;
   double prepare_seconds() const;
+  // The buffers the compiled kernel itself reads for these arguments: each rewritten input as
+  // its prepared copy (made first if needed), the others as given. What a saved network stores.
+  std::vector<Buffer> kernel_buffers(const std::vector<Buffer>& args) const;
   // Another Module running the same compiled kernel with copies of its own: for one kernel
   // called with several constant inputs (a network's layers of one shape), each keeping its
   // prepared weights.

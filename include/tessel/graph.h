@@ -130,6 +130,11 @@ class Network {
   int64_t separate_bytes() const;  // the intermediate tensors, one buffer each
   // Runs the network `runs` times and keeps each kernel's median time for report().
   void profile(const std::vector<Buffer>& inputs, int runs = 10) const;
+  // Writes the network to directory `dir` for deployment without the compiler: its kernels as
+  // one shared library (network.so, the runtime linked in), the weights as the kernels read
+  // them (weights.bin, blocked layouts already applied), and plan.json (each kernel call and
+  // its arguments, the arena). tessel::deploy::Network (tessel/deploy.h) loads it.
+  void save(const std::string& dir) const;
   // Each kernel: the nodes fused into it, its schedule (tuned from the log, or the default)
   // and, after profile(), its time; then the memory plan.
   std::string report() const;

@@ -81,6 +81,14 @@ std::vector<LayoutRewrite> Module::layout_rewrites() const {
 }
 double Module::prepare_seconds() const { return impl_->prepare_seconds; }
 
+std::vector<Buffer> Module::kernel_buffers(const std::vector<Buffer>& args) const {
+  TESSEL_USER_CHECK(impl_, "kernel_buffers of an empty Module");
+  impl_->kernel_args(checked_pointers(*this, impl_->args, args).data());
+  std::vector<Buffer> out = args;
+  for (const auto& r : impl_->rewrites) out[size_t(r.arg)] = r.copy;
+  return out;
+}
+
 Module Module::instance() const {
   TESSEL_USER_CHECK(impl_, "Module::instance of an empty Module");
   auto copy = std::make_shared<ModuleImpl>();
