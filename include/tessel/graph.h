@@ -12,6 +12,7 @@
 // one kernel per group of nodes that fusion put together.
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -31,7 +32,8 @@ struct Attribute {
   Attribute(int v) : kind(Int), i(v) {}      // NOLINT
   Attribute(double v) : kind(Float), f(v) {}  // NOLINT
   Attribute(const char* v) : kind(String), s(v) {}  // NOLINT
-  Attribute(std::vector<int64_t> v) : kind(Ints), ints(std::move(v)) {}  // NOLINT: {"strides", {2, 2}}
+  Attribute(std::vector<int64_t> v) : kind(Ints), ints(std::move(v)) {}  // NOLINT
+  Attribute(std::initializer_list<int64_t> v) : kind(Ints), ints(v) {}   // NOLINT: {"strides", {2, 2}}
   Attribute(const Buffer& v) : kind(Tensor), t(v) {}  // NOLINT
   int64_t i = 0;
   double f = 0;
