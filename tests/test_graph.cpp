@@ -164,6 +164,35 @@ TEST(Graph, FoldBatchNormScalesTheConvolutionBeforeIt) {
   EXPECT_LT(max_relative_error(compile(before).run({in})[0], want), 1e-5);
 }
 
+TEST(Graph, FusePatternsFindsLayerNormAndSoftmaxAsExportersWriteThem) {
+  OnnxBuilder b;
+  std::string x = b.input("x", float32, {1, 8, 32});
+  auto scalar = [&](double v) {
+    Buffer s(std::vector<int64_t>{}, float32);
+    s.set(0, v);
+    return b.constant("c", s);
+  };
+  auto mean = [&](const std::string& t) { return b.node("ReduceMean", {t}, {{"axes", {-1}}}); };
+  for (bool pow : {true, false}) {  // (x - m)^2 as Pow, or as Mul(d, d)
+    std::string d = b.node("Sub", {x, mean(x)});
+    std::string var = mean(pow ? b.node("Pow", {d, scalar(2)}) : b.node("Mul", {d, d}));
+    std::string y = b.node("Div", {d, b.node("Sqrt", {b.node("Add", {var, scalar(1e-5)})})});
+    x = b.node("Add", {b.node("Mul", {y, b.random("gamma", {32}, 1.0, true)}), b.random("beta", {32}, 0.2)});
+  }
+  std::string e = b.node("Exp", {b.node("Sub", {x, b.node("ReduceMax", {x}, {{"axes", {-1}}})})});
+  b.output(b.node("Div", {e, b.node("ReduceSum", {e, b.ints("axes", {-1})})}));
+  Graph before = b.graph(), after = fuse_patterns(before);
+  std::printf("before:\n%safter:\n%s", before.str().c_str(), after.str().c_str());
+  ASSERT_EQ(after.nodes.size(), 3u);
+  EXPECT_EQ(after.nodes[0].op, "LayerNormalization");
+  EXPECT_EQ(after.nodes[1].op, "LayerNormalization");
+  EXPECT_EQ(after.nodes[2].op, "Softmax");
+  Buffer in({1, 8, 32}, float32);
+  in.fill_random(4);
+  Buffer want = compile(before, {.rewrite = false, .fuse = false}).run({in})[0];
+  EXPECT_LT(max_relative_error(compile(before).run({in})[0], want), 1e-4);
+}
+
 TEST(Graph, MemoryPlanNeverOverlapsTensorsAliveTogether) {
   std::vector<TensorLifetime> uses;
   for (int k = 0; k < 40; ++k) uses.push_back({int64_t(64 + (k * 37) % 500), k % 13, k % 13 + k % 5});

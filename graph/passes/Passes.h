@@ -9,6 +9,8 @@ Graph fold_constants(Graph g);
 // Drops the nodes none of whose outputs reaches a graph output, and values nothing uses.
 Graph remove_dead_nodes(Graph g);
 
+// Rewrites the layer norm and softmax subgraphs that exporters write as single nodes.
+Graph fuse_patterns(Graph g);
 // Scales each convolution's weights and bias by the batch norm that follows it alone.
 Graph fold_batch_norm(Graph g);
 // Splits operators where that helps: a batch norm left alone becomes Mul and Add by constants.
