@@ -50,6 +50,21 @@ int Graph::find(const std::string& name) const {
   return -1;
 }
 
+std::vector<int> Graph::readers() const {
+  std::vector<int> n(values.size(), 0);
+  for (const Node& node : nodes)
+    for (int i : node.inputs)
+      if (i >= 0) ++n[size_t(i)];
+  for (int o : outputs) ++n[size_t(o)];
+  return n;
+}
+
+void Graph::index_producers() {
+  for (size_t k = 0; k < nodes.size(); ++k)
+    for (int o : nodes[k].outputs)
+      if (o >= 0) values[size_t(o)].producer = int(k);
+}
+
 void Graph::bind(const std::string& name, const Buffer& data) {
   int id = find(name);
   auto it = std::find(inputs.begin(), inputs.end(), id);

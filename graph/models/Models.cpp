@@ -36,6 +36,16 @@ struct Net {
     s.set(0, v);
     return b.constant("c", s);
   }
+  // A residual block's shortcut: x itself, or a strided 1x1 projection where the block changes
+  // the shape (from the block's input size `in_size`).
+  std::string shortcut(const std::string& x, int64_t cin, int64_t cout, int64_t stride, int64_t in_size) {
+    if (stride == 1 && cin == cout) return x;
+    int64_t out_size = size;
+    size = in_size;
+    std::string y = conv_bn(x, cin, cout, 1, stride, 1, "");
+    size = out_size;
+    return y;
+  }
   std::string head(const std::string& x, int64_t channels) {
     std::string y = b.node("GlobalAveragePool", {x});
     y = b.node("Flatten", {y}, {{"axis", 1}});
@@ -49,14 +59,7 @@ std::string basic_block(Net& n, const std::string& x, int64_t cin, int64_t cout,
   int64_t in_size = n.size;
   std::string y = n.conv_bn(x, cin, cout, 3, stride);
   y = n.conv_bn(y, cout, cout, 3, 1, 1, "");
-  std::string skip = x;
-  if (stride != 1 || cin != cout) {
-    int64_t out_size = n.size;
-    n.size = in_size;
-    skip = n.conv_bn(x, cin, cout, 1, stride, 1, "");
-    n.size = out_size;
-  }
-  return n.b.node("Relu", {n.b.node("Add", {y, skip})});
+  return n.b.node("Relu", {n.b.node("Add", {y, n.shortcut(x, cin, cout, stride, in_size)})});
 }
 
 std::string bottleneck(Net& n, const std::string& x, int64_t cin, int64_t mid, int64_t stride) {
@@ -64,14 +67,7 @@ std::string bottleneck(Net& n, const std::string& x, int64_t cin, int64_t mid, i
   std::string y = n.conv_bn(x, cin, mid, 1, 1);
   y = n.conv_bn(y, mid, mid, 3, stride);
   y = n.conv_bn(y, mid, cout, 1, 1, 1, "");
-  std::string skip = x;
-  if (stride != 1 || cin != cout) {
-    int64_t out_size = n.size;
-    n.size = in_size;
-    skip = n.conv_bn(x, cin, cout, 1, stride, 1, "");
-    n.size = out_size;
-  }
-  return n.b.node("Relu", {n.b.node("Add", {y, skip})});
+  return n.b.node("Relu", {n.b.node("Add", {y, n.shortcut(x, cin, cout, stride, in_size)})});
 }
 
 std::string inverted(Net& n, const std::string& x, int64_t cin, int64_t cout, int64_t expand, int64_t stride) {

@@ -15,11 +15,7 @@ bool constant_float(const Graph& g, int id) {
 }  // namespace
 
 Graph fold_batch_norm(Graph g) {
-  std::vector<int> readers(g.values.size(), 0);
-  for (const Node& n : g.nodes)
-    for (int i : n.inputs)
-      if (i >= 0) ++readers[size_t(i)];
-  for (int o : g.outputs) ++readers[size_t(o)];
+  std::vector<int> readers = g.readers();
   std::vector<bool> drop(g.nodes.size(), false);
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& bn = g.nodes[k];
@@ -57,9 +53,7 @@ Graph fold_batch_norm(Graph g) {
   for (size_t k = 0; k < g.nodes.size(); ++k)
     if (!drop[k]) kept.push_back(std::move(g.nodes[k]));
   g.nodes = std::move(kept);
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    for (int o : g.nodes[k].outputs)
-      if (o >= 0) g.values[size_t(o)].producer = int(k);
+  g.index_producers();
   return g;
 }
 

@@ -17,9 +17,7 @@ Graph fold_constants(Graph g) {
     }
   }
   g.nodes = std::move(kept);
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    for (int o : g.nodes[k].outputs)
-      if (o >= 0) g.values[size_t(o)].producer = int(k);
+  g.index_producers();
   return g;
 }
 

@@ -24,11 +24,7 @@ OpKind op_kind(const std::string& op) {
 }
 
 Graph fuse(Graph g) {
-  std::vector<int> consumers(g.values.size(), 0);
-  for (const Node& n : g.nodes)
-    for (int i : n.inputs)
-      if (i >= 0) ++consumers[size_t(i)];
-  for (int o : g.outputs) ++consumers[size_t(o)];
+  std::vector<int> consumers = g.readers();
   // Per group: its first node's kind and the groups it reads. A node may not join a group
   // that one of its other inputs depends on: the two kernels would wait for each other.
   std::vector<OpKind> anchor;

@@ -16,12 +16,7 @@ struct Matcher {
   const Graph& g;
   std::vector<int> readers;
 
-  explicit Matcher(const Graph& graph) : g(graph), readers(graph.values.size(), 0) {
-    for (const Node& n : g.nodes)
-      for (int i : n.inputs)
-        if (i >= 0) ++readers[size_t(i)];
-    for (int o : g.outputs) ++readers[size_t(o)];
-  }
+  explicit Matcher(const Graph& graph) : g(graph), readers(graph.readers()) {}
   // The node computing `value` if it is `op` and `value` has at most `uses` readers.
   const Node* made_by(int value, const std::string& op, int uses = 1) const {
     if (value < 0 || readers[size_t(value)] > uses) return nullptr;

@@ -22,9 +22,7 @@ Graph remove_dead_nodes(Graph g) {
   for (Node& n : g.nodes)
     for (int& o : n.outputs)
       if (o >= 0 && !live[size_t(o)]) o = -1;
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    for (int o : g.nodes[k].outputs)
-      if (o >= 0) g.values[size_t(o)].producer = int(k);
+  g.index_producers();
   return g;
 }
 

@@ -46,9 +46,7 @@ Graph split_operators(Graph g) {
     out.push_back(mul), out.push_back(add);
   }
   g.nodes = std::move(out);
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    for (int o : g.nodes[k].outputs)
-      if (o >= 0) g.values[size_t(o)].producer = int(k);
+  g.index_producers();
   return g;
 }
 

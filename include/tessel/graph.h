@@ -79,6 +79,10 @@ class Graph {
 
   int add_value(Value v);
   int find(const std::string& value_name) const;  // -1 when absent
+  // Per value: how many node inputs read it, a graph output counting as one more.
+  std::vector<int> readers() const;
+  // Sets every value's producer from the node list (after a pass rewrote it).
+  void index_producers();
   // Turns a graph input into a constant (an input the caller will always give the same, such
   // as a shape tensor). Shapes that depend on it can then be inferred.
   void bind(const std::string& input_name, const Buffer& data);
