@@ -1,11 +1,13 @@
 // compile(): the passes, a kernel per part (parts of the same structure share compiled code),
 // tuned schedules from a log, the memory plan; run(): the kernels in order over the arena.
 #include <algorithm>
+#include <chrono>
 #include <sstream>
 
 #include "graph/NetworkImpl.h"
 #include "graph/Operators.h"
 #include "graph/Partition.h"
+#include "graph/Vendor.h"
 #include "graph/passes/Passes.h"
 #include "tessel/ops.h"
 
@@ -19,11 +21,57 @@ Graph optimize(const Graph& input, const CompileOptions& opts) {
   return g;
 }
 
+void call(const Step& s, const std::vector<Buffer>& args) {
+  if (s.vendor) s.vendor->run(args);
+  else s.module(args);
+}
+
+double time_step(const Step& s, const std::vector<Buffer>& args, int runs) {
+  if (!s.vendor) return s.module.time(args, runs);
+  s.vendor->run(args);
+  auto t = std::chrono::steady_clock::now();
+  for (int r = 0; r < runs; ++r) s.vendor->run(args);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count() / runs;
+}
+
+namespace {
+// `select = "measure"`: the step's kernel (tuned or default), the other of the two, and a
+// vendor kernel, timed on the part's real weights; the fastest stays.
+void choose(const Graph& g, const Part& p, Step& step, const CompileOptions& opts) {
+  std::vector<Buffer> args;
+  for (int id : p.compute.input_ids) {
+    const Value& v = g.values[size_t(id)];
+    args.push_back(v.is_constant() ? v.constant : Buffer(v.shape, v.dtype));
+    if (!v.is_constant()) args.back().fill_random(1);
+  }
+  for (int id : p.compute.output_ids) args.emplace_back(g.values[size_t(id)].shape, g.values[size_t(id)].dtype);
+  std::vector<Step> candidates{step};
+  if (step.schedule == "tuned") {
+    Step dflt = step;
+    dflt.module = build_kernel(p.compute, g, {.name = step.module.name(), .target = opts.target});
+    dflt.schedule = "default";
+    candidates.push_back(dflt);
+  }
+  if (auto vendor = vendor_kernel(g, p, opts.target)) {
+    Step v = step;
+    v.vendor = vendor, v.schedule = vendor->name;
+    candidates.push_back(v);
+  }
+  double best = 1e30;
+  for (Step& c : candidates) {
+    double t = time_step(c, args, 5);
+    if (t < best) best = t, step = c;
+  }
+}
+}  // namespace
+
 Network compile(const Graph& input, const CompileOptions& opts) {
   auto impl = std::make_shared<NetworkImpl>();
   impl->target = opts.target;
   Graph g = optimize(input, opts);
-  std::map<std::string, std::pair<Module, int>> built;  // by part key: the code and its number
+  TESSEL_USER_CHECK(opts.select == "log" || opts.select == "measure", "CompileOptions::select is '", opts.select,
+                    "'; it is \"log\" or \"measure\"");
+  std::map<std::string, size_t> built;  // by part key: the first step with that code
   for (Part& p : partition(g)) {
     Step step;
     step.inputs = p.compute.input_ids, step.outputs = p.compute.output_ids, step.nodes = p.nodes, step.ops = p.ops;
@@ -33,9 +81,10 @@ Network compile(const Graph& input, const CompileOptions& opts) {
     auto it = built.find(p.key);
     if (it != built.end()) {
       // The same code; its own copies of weights it reads in a rewritten layout.
-      Module& code = it->second.first;
-      step.module = code.layout_rewrites().empty() ? code : code.instance();
-      step.code = it->second.second;
+      const Step& first = impl->steps[size_t(it->second)];
+      step.module = !first.vendor && !first.module.layout_rewrites().empty() ? first.module.instance()
+                                                                                      : first.module;
+      step.vendor = first.vendor, step.code = first.code, step.schedule = first.schedule;
     } else {
       step.code = int(built.size());
       BuildOptions bo{.name = "tessel_k" + std::to_string(step.code), .target = opts.target};
@@ -45,7 +94,8 @@ Network compile(const Graph& input, const CompileOptions& opts) {
       } else {
         step.module = build_kernel(p.compute, g, bo);
       }
-      built.emplace(p.key, std::make_pair(step.module, step.code));
+      if (opts.select == "measure") choose(g, p, step, opts);
+      built.emplace(p.key, impl->steps.size());
     }
     impl->steps.push_back(std::move(step));
   }
@@ -141,7 +191,7 @@ std::vector<Buffer> Network::run(const std::vector<Buffer>& inputs,
     args.clear();
     for (int id : s.inputs) args.push_back(env[size_t(id)]);
     for (int id : s.outputs) args.push_back(env[size_t(id)]);
-    s.module(args);
+    call(s, args);
     if (each)
       for (int id : s.outputs) each(g.values[size_t(id)].name, env[size_t(id)]);
   }
@@ -161,8 +211,8 @@ void Network::profile(const std::vector<Buffer>& inputs, int runs) const {
       args.push_back(in != g.inputs.end() ? inputs[size_t(in - g.inputs.begin())] : impl_->values[size_t(id)]);
     }
     for (int id : st.outputs) args.push_back(impl_->values[size_t(id)]);
-    st.module(args);  // prepares rewritten weights before timing
-    st.seconds = st.module.time(args, runs);
+    call(st, args);  // prepares rewritten weights before timing
+    st.seconds = time_step(st, args, runs);
   }
   impl_->profiled = true;
 }

@@ -6,14 +6,25 @@
 
 namespace tessel::graph {
 
+// A kernel that is not Tessel's (Vendor.cpp): called with a step's arguments, as a Module is.
+struct VendorKernel {
+  std::string name;  // "openblas"
+  std::function<void(const std::vector<Buffer>&)> run;
+};
+
 struct Step {
   Module module;
+  std::shared_ptr<VendorKernel> vendor;  // runs instead of `module` when set
   int code = 0;                      // which distinct compiled kernel (entry "tessel_k<code>")
   std::vector<int> inputs, outputs;  // value ids: the kernel's arguments in order
   std::vector<int> nodes;            // what it computes
-  std::string ops, schedule;         // "Conv+Relu"; "tuned" or "default"
+  std::string ops, schedule;         // "Conv+Relu"; "tuned", "default" or the vendor's name
   double seconds = 0;                // median time, after profile()
 };
+
+// Calls a step's kernel; times it (seconds per call over `runs` calls).
+void call(const Step& s, const std::vector<Buffer>& args);
+double time_step(const Step& s, const std::vector<Buffer>& args, int runs);
 
 class NetworkImpl {
  public:

@@ -31,6 +31,9 @@ void Network::save(const std::string& dir) const {
   const Graph& g = n.graph;
   TESSEL_USER_CHECK(!n.target.is_gpu(), "Network::save: only CPU networks can be saved (this one is for ",
                     n.target.str(), ")");
+  for (const Step& s : n.steps)
+    TESSEL_USER_CHECK(!s.vendor, "Network::save: kernel ", s.ops, " is ", s.vendor->name, "'s, which a saved network "
+                      "cannot hold; compile with select = \"log\" to save");
   fs::create_directories(dir);
   // The kernels: one object per distinct code, linked with the runtime; only entries exported.
   std::set<int> codes;

@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "graph/MemoryPlan.h"
+#include "graph/Partition.h"
+#include "graph/Vendor.h"
 #include "graph/passes/Passes.h"
 #include "tessel/error.h"
 #include "tessel/graph.h"
@@ -191,6 +193,46 @@ TEST(Graph, FusePatternsFindsLayerNormAndSoftmaxAsExportersWriteThem) {
   in.fill_random(4);
   Buffer want = compile(before, {.rewrite = false, .fuse = false}).run({in})[0];
   EXPECT_LT(max_relative_error(compile(before).run({in})[0], want), 1e-4);
+}
+
+TEST(Graph, VendorGemmWithATesselEpilogueMatchesAndSelectionPicksTheFastest) {
+  OnnxBuilder b;
+  std::string x = b.input("x", float32, {2, 24, 48});
+  std::string h = b.node("Add", {b.node("MatMul", {x, b.random("w", {48, 40}, 0.3)}), b.random("b", {40}, 0.3)});
+  std::string y = b.node("Gemm", {b.node("Reshape", {b.node("Relu", {h}), b.ints("s", {48, 40})}),
+                                  b.random("w2", {32, 40}, 0.3), b.random("c", {32}, 0.3)},
+                         {{"transB", 1}});
+  b.output(y);
+  Graph g = b.graph();
+  Buffer in({2, 24, 48}, float32);
+  in.fill_random(6);
+  Buffer want = compile(g, {.rewrite = false, .fuse = false}).run({in})[0];
+  // Every part that starts with a MatMul or Gemm, run by OpenBLAS and its Tessel epilogue.
+  Graph opt = optimize(g);
+  int vendors = 0;
+  for (const Part& p : partition(opt)) {
+    auto k = vendor_kernel(opt, p, Target::host());
+    if (!k) continue;
+    ++vendors;
+    std::vector<Buffer> args, ref;
+    for (int id : p.compute.input_ids) {
+      const Value& v = opt.values[size_t(id)];
+      args.push_back(v.is_constant() ? v.constant : Buffer(v.shape, v.dtype));
+      if (!v.is_constant()) args.back().fill_random(id);
+    }
+    for (int id : p.compute.output_ids) args.emplace_back(opt.values[size_t(id)].shape, float32);
+    ref = args;
+    ref.back() = Buffer(args.back().shape(), float32);
+    k->run(args);
+    Module m = build_kernel(p.compute, opt, {});
+    m(ref);
+    EXPECT_LT(max_relative_error(args.back(), ref.back()), 1e-5) << p.ops;
+  }
+  EXPECT_EQ(vendors, 2);
+  Network net = compile(g, {.select = "measure"});
+  net.profile({in});
+  std::printf("%s", net.report().c_str());
+  EXPECT_LT(max_relative_error(net.run({in})[0], want), 1e-5);
 }
 
 TEST(Graph, MemoryPlanNeverOverlapsTensorsAliveTogether) {

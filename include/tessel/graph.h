@@ -110,6 +110,12 @@ struct CompileOptions {
   // A tuning log (tune() below, or `tessel-compile --tune`): kernels with a record get the
   // best schedule measured for this target, the others their default schedules.
   std::string log;
+  // How each kernel's implementation is chosen: "log" (the tuned schedule where the log has
+  // one, else the default) or "measure" (that one, the default, and a vendor kernel where one
+  // exists, OpenBLAS's GEMM for a MatMul or Gemm with Tessel computing the rest of the kernel:
+  // the fastest on this machine, timed when compiling). A network with a vendor kernel cannot
+  // be saved.
+  std::string select = "log";
 };
 
 class NetworkImpl;
