@@ -16,6 +16,9 @@ namespace tessel::graph {
 Graph optimize(const Graph& input, const CompileOptions& opts) {
   Graph g = remove_dead_nodes(fold_constants(input));
   if (opts.rewrite) g = split_operators(fold_batch_norm(fuse_patterns(g)));
+  TESSEL_USER_CHECK(opts.layout == "model" || opts.layout == "NHWC", "CompileOptions::layout is '", opts.layout,
+                    "'; it is \"model\" or \"NHWC\"");
+  if (opts.layout == "NHWC") g = plan_layout_nhwc(g);
   if (opts.fuse) return fuse(g);
   for (size_t k = 0; k < g.nodes.size(); ++k) g.nodes[k].group = int(k);
   return g;

@@ -37,9 +37,10 @@ std::string node_key(const Graph& g, const Node& n, const std::map<int, std::str
 double node_flops(const Graph& g, const Node& n) {
   auto shape = [&](size_t i) { return g.values[size_t(n.inputs[i])].shape; };
   const Value& out = g.values[size_t(n.outputs[0])];
-  if (n.op == "Conv") {
+  if (n.op == "Conv" || n.op == "tessel.ConvNhwc") {  // each output: a multiply-add per weight of its group
     std::vector<int64_t> w = shape(1);
-    return 2.0 * double(out.elements()) * double(w[1] * w[2] * w[3]);
+    int64_t per = n.op == "Conv" ? w[1] * w[2] * w[3] : w[0] * w[1] * (n.attr_int("group", 1) > 1 ? 1 : w[2]);
+    return 2.0 * double(out.elements()) * double(per);
   }
   if (n.op == "MatMul" || n.op == "Gemm") {
     std::vector<int64_t> a = shape(0);

@@ -235,6 +235,22 @@ TEST(Graph, VendorGemmWithATesselEpilogueMatchesAndSelectionPicksTheFastest) {
   EXPECT_LT(max_relative_error(net.run({in})[0], want), 1e-5);
 }
 
+TEST(Graph, NhwcLayoutTransposesOnlyWhereAChainBeginsAndEnds) {
+  for (const std::string& model : {models::inverted_residual(16, 16, 6, 1, 14), models::resnet_basic_block(8, 8, 2)}) {
+    Graph g = load_onnx_bytes(model);
+    Graph before = optimize(g, {.fuse = false}), after = optimize(g, {.fuse = false, .layout = "NHWC"});
+    std::printf("before:\n%safter:\n%s", before.str().c_str(), after.str().c_str());
+    int transposes = 0, convs = 0;
+    for (const Node& n : after.nodes) transposes += n.op == "Transpose", convs += n.op == "tessel.ConvNhwc";
+    EXPECT_EQ(transposes, 2);  // the input into NHWC, the output back
+    EXPECT_GE(convs, 3);
+    Buffer in(g.values[size_t(g.inputs[0])].shape, float32);
+    in.fill_random(8);
+    Buffer want = compile(g, {.rewrite = false, .fuse = false}).run({in})[0];
+    EXPECT_LT(max_relative_error(compile(g, {.layout = "NHWC"}).run({in})[0], want), 1e-4);
+  }
+}
+
 TEST(Graph, MemoryPlanNeverOverlapsTensorsAliveTogether) {
   std::vector<TensorLifetime> uses;
   for (int k = 0; k < 40; ++k) uses.push_back({int64_t(64 + (k * 37) % 500), k % 13, k % 13 + k % 5});

@@ -22,7 +22,7 @@ double since(std::chrono::steady_clock::time_point t) {
 
 int main(int argc, char** argv) {
   po::options_description opts("tessel-compile MODEL.onnx [options]");
-  std::string model, target, log, select;
+  std::string model, target, log, select, layout;
   std::vector<std::string> binds, history;
   int trials = 0, runs = 0, threads = 0;
   opts.add_options()("help,h", "this help")
@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
       ("bind", po::value(&binds), "NAME=FILE.pb: a graph input fixed to a tensor (shape inputs); repeatable")
       ("select", po::value(&select)->default_value("log"),
        "log: each kernel's tuned schedule (or the default); measure: the fastest of those and a vendor kernel")
+      ("layout", po::value(&layout)->default_value("model"),
+       "model: the model's tensor layout; NHWC: convolution chains in NHWC")
       ("no-fuse", "a kernel per node")
       ("print-graph", "print the optimised graph")
       ("runs", po::value(&runs)->default_value(20), "runs to time the network (0: build only)")
@@ -68,7 +70,7 @@ int main(int argc, char** argv) {
     std::printf("loaded %s: %zu nodes, %zu inputs, %zu outputs (%.2f s)\n", model.c_str(), g.nodes.size(),
                 g.inputs.size(), g.outputs.size(), since(t0));
     graph::CompileOptions co{.target = Target::parse(target), .fuse = !vm.count("no-fuse"), .log = log,
-                             .select = select};
+                             .select = select, .layout = layout};
     if (vm.count("tune")) {
       if (log.empty()) throw Error("--tune needs --log FILE: the log keeps every measurement");
       autotune::TuneOptions to;

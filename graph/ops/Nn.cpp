@@ -59,18 +59,25 @@ Tensor add_bias(const OpInputs& in, const Tensor& y, const Tensor& bias, int axi
                 "broadcast");
 }
 
-std::vector<Tensor> conv(const OpInputs& in) {
+// Conv in the model's NCHW, and tessel.ConvNhwc, which the layout pass makes of it: input
+// [N, H, W, C], weights [R, S, C/group, K] (depthwise: [R, S, C, multiplier]).
+std::vector<Tensor> conv(const OpInputs& in, bool nhwc) {
   const Tensor &x = in[0], &w = in[1];
   if (x.ndim() != 4 || w.ndim() != 4)
     in.fail("only 2-D convolutions (input [N, C, H, W], weights [K, C/group, R, S]) are supported; the input has ",
             x.ndim(), " dimensions");
-  int64_t groups = in.node.attr_int("group", 1), C = x.shape()[1], K = w.shape()[0];
-  if (groups < 1 || C % groups || K % groups || w.shape()[1] != C / groups)
-    in.fail("weights ", shape_str(w.shape()), " do not fit an input of ", C, " channels in ", groups, " groups");
-  std::vector<int64_t> kernel = in.node.attr_ints("kernel_shape", {w.shape()[2], w.shape()[3]});
-  if (kernel != std::vector<int64_t>{w.shape()[2], w.shape()[3]})
-    in.fail("kernel_shape ", shape_str(kernel), " differs from the weights' ", shape_str(w.shape()));
-  Window win = window(in, {x.shape()[2], x.shape()[3]}, kernel, false);
+  const std::vector<int64_t>&xs = x.shape(), &ws = w.shape();
+  int64_t C = nhwc ? xs[3] : xs[1], H = nhwc ? xs[1] : xs[2], W = nhwc ? xs[2] : xs[3];
+  int64_t groups = in.node.attr_int("group", 1);
+  bool depthwise = groups > 1 && groups == C && (nhwc ? ws[2] == C : ws[1] == 1);
+  int64_t K = nhwc ? (depthwise ? C * ws[3] : ws[3]) : ws[0], per_group = nhwc ? (depthwise ? 1 : ws[2]) : ws[1];
+  int64_t R = nhwc ? ws[0] : ws[2], S = nhwc ? ws[1] : ws[3];
+  if (groups < 1 || C % groups || K % groups || per_group != C / groups)
+    in.fail("weights ", shape_str(ws), " do not fit an input of ", C, " channels in ", groups, " groups");
+  if (nhwc && groups > 1 && !depthwise) in.fail("grouped convolutions in NHWC are depthwise only");
+  std::vector<int64_t> kernel = in.node.attr_ints("kernel_shape", {R, S});
+  if (kernel != std::vector<int64_t>{R, S}) in.fail("kernel_shape ", shape_str(kernel), " differs from the weights' ", shape_str(ws));
+  Window win = window(in, {H, W}, kernel, false);
   Tensor src = x;
   ops::Conv2dParams p;
   p.stride_h = win.stride[0], p.stride_w = win.stride[1];
@@ -79,14 +86,15 @@ std::vector<Tensor> conv(const OpInputs& in) {
   if (win.before == win.after) {
     p.pad_h = win.before[0], p.pad_w = win.before[1];
   } else {  // asymmetric: pad first, convolve without padding
-    src = ops::pad(x, {0, 0, win.before[0], win.before[1]}, {0, 0, win.after[0], win.after[1]}, 0.0,
-                   stage_name(in, 0, "_pad"));
+    std::vector<int64_t> before{0, 0, win.before[0], win.before[1]}, after{0, 0, win.after[0], win.after[1]};
+    if (nhwc) before = {0, win.before[0], win.before[1], 0}, after = {0, win.after[0], win.after[1], 0};
+    src = ops::pad(x, before, after, 0.0, stage_name(in, 0, "_pad"));
   }
   bool bias = in.given(2);
   std::string name = stage_name(in, 0, bias ? "_conv" : "");
-  Tensor y = groups > 1 && groups == C && w.shape()[1] == 1 ? ops::depthwise_conv2d_nchw(src, w, p, name)
-                                                             : ops::conv2d_nchw(src, w, p, name);
-  return {bias ? add_bias(in, y, in[2], 1) : y};
+  Tensor y = nhwc ? (depthwise ? ops::depthwise_conv2d_nhwc(src, w, p, name) : ops::conv2d_nhwc(src, w, p, name))
+                  : (depthwise ? ops::depthwise_conv2d_nchw(src, w, p, name) : ops::conv2d_nchw(src, w, p, name));
+  return {bias ? add_bias(in, y, in[2], nhwc ? 3 : 1) : y};
 }
 
 std::vector<Tensor> gemm(const OpInputs& in) {
@@ -274,7 +282,8 @@ std::vector<Tensor> layer_norm(const OpInputs& in) {
 }  // namespace
 
 void add_nn_ops(OpTable& t) {
-  t["Conv"] = conv;
+  t["Conv"] = [](const OpInputs& in) { return conv(in, false); };
+  t["tessel.ConvNhwc"] = [](const OpInputs& in) { return conv(in, true); };
   t["Gemm"] = gemm;
   t["MatMul"] = matmul;
   t["MaxPool"] = [](const OpInputs& in) { return pool(in, true); };

@@ -16,6 +16,10 @@ Graph fold_batch_norm(Graph g);
 // Splits operators where that helps: a batch norm left alone becomes Mul and Add by constants.
 Graph split_operators(Graph g);
 
+// Runs convolutions and the element-wise nodes between them in NHWC (tessel.ConvNhwc), with
+// Transposes only where a value enters or leaves such a chain.
+Graph plan_layout_nhwc(Graph g);
+
 enum class OpKind { Elemwise, Injective, Reduce, Complex };
 OpKind op_kind(const std::string& onnx_op);
 // Puts nodes into groups (Node::group), each of which becomes one kernel.

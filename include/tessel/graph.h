@@ -116,6 +116,10 @@ struct CompileOptions {
   // the fastest on this machine, timed when compiling). A network with a vendor kernel cannot
   // be saved.
   std::string select = "log";
+  // "model": tensors in the model's layout; "NHWC": convolutions and the element-wise nodes
+  // between them in NHWC, transposed only where a chain begins and ends (Tessel's depthwise
+  // convolutions are faster with channels last).
+  std::string layout = "model";
 };
 
 class NetworkImpl;
