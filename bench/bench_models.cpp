@@ -39,7 +39,7 @@ Buffer read_raw(const std::string& path, const std::vector<int64_t>& shape) {
 
 // Compiles and times the model in a child process; the outputs go to `out_path`.
 Result run_tessel(const std::string& model, const std::string& in_path, const std::string& out_path,
-                  const std::string& log, int threads, int runs) {
+                  const graph::CompileOptions& opts, int threads, int runs) {
   int fds[2];
   if (pipe(fds)) throw std::runtime_error("pipe");
   pid_t pid = fork();
@@ -48,7 +48,7 @@ Result run_tessel(const std::string& model, const std::string& in_path, const st
     Result r;
     set_num_threads(threads);
     graph::Graph g = graph::load_onnx(model);
-    graph::Network net = graph::compile(g, {.log = log});
+    graph::Network net = graph::compile(g, opts);
     const graph::Value& x = g.values[size_t(g.inputs[0])];
     Buffer in = read_raw(in_path, x.shape);
     std::vector<Buffer> out = net.run({in});
@@ -113,16 +113,18 @@ int main(int argc, char** argv) {
   int runs = argc > 3 ? std::atoi(argv[3]) : 20;
   fs::create_directories(dir);
   std::string script = std::string(TESSEL_SOURCE_DIR) + "/bench/ort_run.py";
+  // Each network in the layout its convolutions are fastest in here (MobileNetV2's depthwise
+  // layers: channels last), with the log tuned in that layout.
   struct Model {
-    std::string name, log;
+    std::string name, log, layout;
     std::string (*make)();
   };
   std::vector<Model> list = {
-      {"resnet50", "resnet50_graph", [] { return graph::models::resnet(50); }},
-      {"mobilenetv2", "mobilenetv2_graph", [] { return graph::models::mobilenet_v2(); }},
-      {"bert_layer", "bert_layer_graph", [] { return graph::models::bert_layer(); }},
+      {"resnet50", "resnet50_graph", "model", [] { return graph::models::resnet(50); }},
+      {"mobilenetv2", "mobilenetv2_nhwc_graph", "NHWC", [] { return graph::models::mobilenet_v2(); }},
+      {"bert_layer", "bert_layer_graph", "model", [] { return graph::models::bert_layer(); }},
   };
-  std::printf("%-12s %3s  %-14s %9s %8s %10s %10s  %s\n", "model", "thr", "engine", "ms", "vs ort", "peak MB",
+  std::printf("%-12s %3s  %-19s %9s %8s %10s %10s  %s\n", "model", "thr", "engine", "ms", "vs ort", "peak MB",
               "max diff", "notes");
   for (const Model& m : list) {
     std::string model = (dir / (m.name + ".onnx")).string();
@@ -139,18 +141,23 @@ int main(int argc, char** argv) {
     for (int threads : {1, 2}) {
       std::string ort_out = (dir / (m.name + ".ort.bin")).string();
       Result ort = run_ort(python, script, model, in_path, ort_out, threads, runs);
-      std::printf("%-12s %3d  %-14s %9.2f %8s %10.0f %10s\n", m.name.c_str(), threads, "onnxruntime", ort.ms, "1.00",
+      std::printf("%-12s %3d  %-19s %9.2f %8s %10.0f %10s\n", m.name.c_str(), threads, "onnxruntime", ort.ms, "1.00",
                   ort.peak_mb, "");
-      for (bool tuned : {false, true}) {
+      // Default schedules; the log's tuned ones; and those against OpenBLAS, measured per kernel.
+      for (std::string how : {"default", "tuned", "tuned+select"}) {
+        bool tuned = how != "default";
         if (tuned && !fs::exists(log)) {
-          std::printf("%-12s %3d  %-14s %9s  (no log %s)\n", m.name.c_str(), threads, "tessel-tuned", "-", log.c_str());
+          std::printf("%-12s %3d  %-19s %9s  (no log %s)\n", m.name.c_str(), threads, ("tessel-" + how).c_str(), "-",
+                      log.c_str());
           continue;
         }
         std::string out = (dir / (m.name + ".tessel.bin")).string();
-        Result r = run_tessel(model, in_path, out, tuned ? log : "", threads, runs);
-        std::printf("%-12s %3d  %-14s %9.2f %7.2fx %10.0f %10.1e  %d kernels (%d tuned), arena %.1f MB\n",
-                    m.name.c_str(), threads, tuned ? "tessel-tuned" : "tessel-default", r.ms, ort.ms / r.ms,
-                    r.peak_mb, max_difference(out, ort_out, out_shape), r.kernels, r.tuned, r.arena_mb);
+        graph::CompileOptions co{.log = tuned ? log : "", .select = how == "tuned+select" ? "measure" : "log",
+                                 .layout = m.layout};
+        Result r = run_tessel(model, in_path, out, co, threads, runs);
+        std::printf("%-12s %3d  %-19s %9.2f %7.2fx %10.0f %10.1e  %d kernels (%d tuned), arena %.1f MB, layout %s\n",
+                    m.name.c_str(), threads, ("tessel-" + how).c_str(), r.ms, ort.ms / r.ms, r.peak_mb,
+                    max_difference(out, ort_out, out_shape), r.kernels, r.tuned, r.arena_mb, m.layout.c_str());
         std::fflush(stdout);
       }
     }
