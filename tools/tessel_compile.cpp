@@ -3,6 +3,8 @@
 //   tessel-compile model.onnx                                   (default schedules)
 //   tessel-compile model.onnx --tune --trials 4000 --log tuning_logs/model.json
 //   tessel-compile model.onnx --log tuning_logs/model.json --runs 50
+#include <unistd.h>
+
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
@@ -76,8 +78,16 @@ int main(int argc, char** argv) {
       autotune::TuneOptions to;
       to.target = co.target, to.trials = trials, to.log = log, to.resume = vm.count("resume") > 0;
       to.history = history;
+      bool tty = isatty(fileno(stderr));
+      to.on_progress = [tty](const autotune::Progress& p) {
+        std::fprintf(stderr, "%s[%d/%d] %s best %.1f GFLOP/s, %.2f candidates/s, errors %d%s", tty ? "\r\033[K" : "",
+                     p.trials, p.budget, p.task.substr(0, 60).c_str(), p.best_gflops, p.trials_per_second, p.errors,
+                     tty ? "" : "\n");
+        std::fflush(stderr);
+      };
       t0 = std::chrono::steady_clock::now();
       std::vector<autotune::TaskResult> results = graph::tune(g, to, co);
+      if (tty) std::fprintf(stderr, "\n");
       std::printf("tuned %zu tasks in %.0f s:\n", results.size(), since(t0));
       for (const auto& r : results)
         std::printf("  %-60s %5d trials  %8.1f GFLOP/s (default %.1f)\n", r.task.substr(0, 60).c_str(), r.trials,
