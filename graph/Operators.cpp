@@ -93,14 +93,23 @@ Tensor reshape(const OpInputs& in, const Tensor& x, const std::vector<int64_t>& 
     in.fail("cannot reshape ", shape_str(from), " (", product(from, 0), " elements) into ", shape_str(shape), " (",
             product(shape, 0), ")");
   if (product(shape, 0) == 0) return placeholder(shape, x.dtype(), name);  // nothing to compute (see output())
+  // Trailing dimensions both shapes share are read as they are; only the leading ones go
+  // through a linear index (so [1, 128, 768] -> [128, 768] reads rows by a division, not
+  // every element).
+  size_t keep = 0;
+  while (keep < shape.size() && keep < from.size() && shape[shape.size() - 1 - keep] == from[from.size() - 1 - keep])
+    ++keep;
+  size_t lead_out = shape.size() - keep, lead_in = from.size() - keep;
   return compute(shape, ComputeFn([&](const std::vector<Var>& i) {
-    if (from == shape) return x(std::vector<Expr>(i.begin(), i.end()));
-    Expr linear = 0;
-    for (size_t k = 0; k < shape.size(); ++k) linear = linear * Expr(int(shape[k])) + i[k];
     std::vector<Expr> at(from.size());
-    for (size_t k = from.size(); k-- > 0;) {
-      Expr inner = Expr(int(product(from, k + 1)));
-      at[k] = k == 0 ? linear / inner : (linear / inner) % Expr(int(from[k]));
+    for (size_t k = 0; k < keep; ++k) at[lead_in + k] = i[lead_out + k];
+    Expr linear = 0;
+    for (size_t k = 0; k < lead_out; ++k) linear = linear * Expr(int(shape[k])) + i[k];
+    int64_t inner = 1;
+    for (size_t k = lead_in; k-- > 0;) {
+      at[k] = k == 0 ? linear / Expr(int(inner)) : (linear / Expr(int(inner))) % Expr(int(from[k]));
+      if (from[k] == 1) at[k] = Expr(0);
+      inner *= from[k];
     }
     return x(at);
   }), name, "injective");
