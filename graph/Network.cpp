@@ -45,7 +45,7 @@ void choose(const Graph& g, const Part& p, Step& step, const CompileOptions& opt
   for (int id : p.compute.input_ids) {
     const Value& v = g.values[size_t(id)];
     args.push_back(v.is_constant() ? v.constant : Buffer(v.shape, v.dtype));
-    if (!v.is_constant()) args.back().fill_random(1);
+    if (!v.is_constant() && v.dtype.is_float()) args.back().fill_random(1);  // integers stay 0: valid indices
   }
   for (int id : p.compute.output_ids) args.emplace_back(g.values[size_t(id)].shape, g.values[size_t(id)].dtype);
   std::vector<Step> candidates{step};
