@@ -5,7 +5,7 @@
 // latency, the outputs' agreement, and peak memory. Each engine runs in a process of its own
 // so that peak RSS is its alone; Tessel's includes the compiler (LLVM), which a deployed
 // network does not load, so its arena is printed too.
-//   bench_models OUT_DIR ORT_PYTHON [RUNS]     (bench/bench_models.sh sets it all up)
+//   bench_models OUT_DIR ORT_PYTHON [RUNS [PASSES]]     (bench/bench_models.sh sets it all up)
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "tessel/graph.h"
@@ -105,12 +106,12 @@ double max_difference(const std::string& a, const std::string& b, const std::vec
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: bench_models OUT_DIR ORT_PYTHON [RUNS]\n");
+    std::fprintf(stderr, "usage: bench_models OUT_DIR ORT_PYTHON [RUNS [PASSES]]\n");
     return 2;
   }
   fs::path dir = argv[1];
   std::string python = argv[2];
-  int runs = argc > 3 ? std::atoi(argv[3]) : 20;
+  int runs = argc > 3 ? std::atoi(argv[3]) : 20, passes = argc > 4 ? std::atoi(argv[4]) : 3;
   fs::create_directories(dir);
   std::string script = std::string(TESSEL_SOURCE_DIR) + "/bench/ort_run.py";
   // Each network in the layout its convolutions are fastest in here (MobileNetV2's depthwise
@@ -124,43 +125,65 @@ int main(int argc, char** argv) {
       {"mobilenetv2", "mobilenetv2_nhwc_graph", "NHWC", [] { return graph::models::mobilenet_v2(); }},
       {"bert_layer", "bert_layer_graph", "model", [] { return graph::models::bert_layer(); }},
   };
+  // Every engine once per pass, the passes one after another; each row is its engine's best
+  // pass: this VM's host slows a 2-thread run by up to a third for minutes at a time.
+  struct Row {
+    Result r;
+    std::string notes;
+    double diff = 0;
+    bool have = false;
+  };
+  std::map<std::string, Row> best;  // "model|threads|engine"
+  std::vector<std::string> order;
+  auto keep = [&](const std::string& key, const Result& r, double diff, const std::string& notes) {
+    Row& row = best[key];
+    if (!row.have) order.push_back(key);
+    if (!row.have || r.ms < row.r.ms) row = {r, notes, diff, true};
+  };
+  for (int pass = 0; pass < passes; ++pass)
+    for (const Model& m : list) {
+      std::string model = (dir / (m.name + ".onnx")).string();
+      std::string bytes = m.make();
+      std::ofstream(model, std::ios::binary) << bytes;
+      graph::Graph g = graph::load_onnx_bytes(bytes);
+      const graph::Value& x = g.values[size_t(g.inputs[0])];
+      Buffer in(x.shape, float32);
+      in.fill_random(11);
+      std::string in_path = (dir / (m.name + ".in.bin")).string();
+      std::ofstream(in_path, std::ios::binary).write(static_cast<const char*>(in.raw()), in.bytes());
+      std::vector<int64_t> out_shape = g.values[size_t(g.outputs[0])].shape;
+      std::string log = std::string(TESSEL_SOURCE_DIR) + "/tuning_logs/" + m.log + ".json.gz";
+      for (int threads : {1, 2}) {
+        std::string prefix = m.name + "|" + std::to_string(threads) + "|";
+        std::string ort_out = (dir / (m.name + ".ort.bin")).string();
+        keep(prefix + "onnxruntime", run_ort(python, script, model, in_path, ort_out, threads, runs), 0, "");
+        // Default schedules; the log's tuned ones; and those against OpenBLAS, measured per kernel.
+        for (std::string how : {"default", "tuned", "tuned+select"}) {
+          bool tuned = how != "default";
+          if (tuned && !fs::exists(log)) continue;
+          std::string out = (dir / (m.name + ".tessel.bin")).string();
+          graph::CompileOptions co{.log = tuned ? log : "", .select = how == "tuned+select" ? "measure" : "log",
+                                   .layout = m.layout};
+          Result r = run_tessel(model, in_path, out, co, threads, runs);
+          char notes[256];
+          std::snprintf(notes, sizeof notes, "%d kernels (%d tuned), arena %.1f MB, layout %s", r.kernels, r.tuned,
+                        r.arena_mb, m.layout.c_str());
+          keep(prefix + "tessel-" + how, r, max_difference(out, ort_out, out_shape), notes);
+        }
+      }
+      std::fprintf(stderr, "pass %d: %s done\n", pass + 1, m.name.c_str());
+    }
   std::printf("%-12s %3s  %-19s %9s %8s %10s %10s  %s\n", "model", "thr", "engine", "ms", "vs ort", "peak MB",
               "max diff", "notes");
-  for (const Model& m : list) {
-    std::string model = (dir / (m.name + ".onnx")).string();
-    std::string bytes = m.make();
-    std::ofstream(model, std::ios::binary) << bytes;
-    graph::Graph g = graph::load_onnx_bytes(bytes);
-    const graph::Value& x = g.values[size_t(g.inputs[0])];
-    Buffer in(x.shape, float32);
-    in.fill_random(11);
-    std::string in_path = (dir / (m.name + ".in.bin")).string();
-    std::ofstream(in_path, std::ios::binary).write(static_cast<const char*>(in.raw()), in.bytes());
-    std::vector<int64_t> out_shape = g.values[size_t(g.outputs[0])].shape;
-    std::string log = std::string(TESSEL_SOURCE_DIR) + "/tuning_logs/" + m.log + ".json.gz";
-    for (int threads : {1, 2}) {
-      std::string ort_out = (dir / (m.name + ".ort.bin")).string();
-      Result ort = run_ort(python, script, model, in_path, ort_out, threads, runs);
-      std::printf("%-12s %3d  %-19s %9.2f %8s %10.0f %10s\n", m.name.c_str(), threads, "onnxruntime", ort.ms, "1.00",
-                  ort.peak_mb, "");
-      // Default schedules; the log's tuned ones; and those against OpenBLAS, measured per kernel.
-      for (std::string how : {"default", "tuned", "tuned+select"}) {
-        bool tuned = how != "default";
-        if (tuned && !fs::exists(log)) {
-          std::printf("%-12s %3d  %-19s %9s  (no log %s)\n", m.name.c_str(), threads, ("tessel-" + how).c_str(), "-",
-                      log.c_str());
-          continue;
-        }
-        std::string out = (dir / (m.name + ".tessel.bin")).string();
-        graph::CompileOptions co{.log = tuned ? log : "", .select = how == "tuned+select" ? "measure" : "log",
-                                 .layout = m.layout};
-        Result r = run_tessel(model, in_path, out, co, threads, runs);
-        std::printf("%-12s %3d  %-19s %9.2f %7.2fx %10.0f %10.1e  %d kernels (%d tuned), arena %.1f MB, layout %s\n",
-                    m.name.c_str(), threads, ("tessel-" + how).c_str(), r.ms, ort.ms / r.ms, r.peak_mb,
-                    max_difference(out, ort_out, out_shape), r.kernels, r.tuned, r.arena_mb, m.layout.c_str());
-        std::fflush(stdout);
-      }
-    }
+  for (const std::string& key : order) {
+    size_t a = key.find('|'), b = key.find('|', a + 1);
+    std::string model = key.substr(0, a), threads = key.substr(a + 1, b - a - 1), engine = key.substr(b + 1);
+    const Row& row = best[key];
+    double ort = best[model + "|" + threads + "|onnxruntime"].r.ms;
+    char diff[32] = "";
+    if (engine != "onnxruntime") std::snprintf(diff, sizeof diff, "%.1e", row.diff);
+    std::printf("%-12s %3s  %-19s %9.2f %7.2fx %10.0f %10s  %s\n", model.c_str(), threads.c_str(), engine.c_str(),
+                row.r.ms, ort / row.r.ms, row.r.peak_mb, diff, row.notes.c_str());
   }
   std::printf("vs ort: onnxruntime's latency / Tessel's (above 1: Tessel is faster); max diff: largest relative "
               "difference of the outputs\n");
