@@ -18,14 +18,21 @@ bool measured(const std::vector<Record>& recs) {
 }
 }  // namespace
 
+TuningLog::TuningLog(const std::string& path)
+    : records_(std::make_shared<const std::vector<Record>>(read_log(path))) {}
+
 std::optional<BestSchedule> best_schedule(const std::string& log_path, const Workload& w, const Target& target,
                                           bool stand_in) {
+  return TuningLog(log_path).best(w, target, stand_in);
+}
+
+std::optional<BestSchedule> TuningLog::best(const Workload& w, const Target& target, bool stand_in) const {
   std::vector<Record> own;
   std::map<std::string, std::vector<Record>> others;  // by target key
-  for (Record& r : read_log(log_path)) {
+  for (const Record& r : *records_) {
     if (r.workload_key != w.key()) continue;
-    if (r.target_key == target.key()) own.push_back(std::move(r));
-    else if (stand_in && stands_in(r, target)) others[r.target_key].push_back(std::move(r));
+    if (r.target_key == target.key()) own.push_back(r);
+    else if (stand_in && stands_in(r, target)) others[r.target_key].push_back(r);
   }
   // Without measurements of this target: those of the one that stands in best (most records
   // on a tie), measured ones before estimates.

@@ -75,20 +75,22 @@ Network compile(const Graph& input, const CompileOptions& opts) {
   TESSEL_USER_CHECK(opts.select == "log" || opts.select == "measure", "CompileOptions::select is '", opts.select,
                     "'; it is \"log\" or \"measure\"");
   std::map<std::string, size_t> built;  // by part key: the first step with that code
+  std::optional<autotune::TuningLog> log;
+  if (!opts.log.empty()) log.emplace(opts.log);
   for (Part& p : partition(g)) {
     Step step;
     step.inputs = p.compute.input_ids, step.outputs = p.compute.output_ids, step.nodes = p.nodes, step.ops = p.ops;
-    std::optional<autotune::BestSchedule> best;
-    if (!opts.log.empty() && worth_tuning(g, p)) best = autotune::best_schedule(opts.log, workload_of(g, p), opts.target);
-    step.schedule = best ? "tuned" : "default";
     auto it = built.find(p.key);
     if (it != built.end()) {
       // The same code; its own copies of weights it reads in a rewritten layout.
       const Step& first = impl->steps[size_t(it->second)];
-      step.module = !first.vendor && !first.module.layout_rewrites().empty() ? first.module.instance()
-                                                                                      : first.module;
+      bool own_weights = !first.vendor && !first.module.layout_rewrites().empty();
+      step.module = own_weights ? first.module.instance() : first.module;
       step.vendor = first.vendor, step.code = first.code, step.schedule = first.schedule;
     } else {
+      std::optional<autotune::BestSchedule> best;
+      if (log && worth_tuning(g, p)) best = log->best(workload_of(g, p), opts.target);
+      step.schedule = best ? "tuned" : "default";
       step.code = int(built.size());
       BuildOptions bo{.name = "tessel_k" + std::to_string(step.code), .target = opts.target};
       if (best) {

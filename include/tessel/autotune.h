@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -150,6 +151,17 @@ struct BestSchedule {
 // common, then the same core count (a log tuned on one x86 server, deployed on another).
 std::optional<BestSchedule> best_schedule(const std::string& log_path, const Workload& w,
                                           const Target& target = Target::host(), bool stand_in = false);
+// A tuning log read once, for looking up many workloads (a network's kernels).
+class TuningLog {
+ public:
+  explicit TuningLog(const std::string& path);
+  // As best_schedule() above, with stand-ins unless `stand_in` is false (as build_best).
+  std::optional<BestSchedule> best(const Workload& w, const Target& target = Target::host(),
+                                   bool stand_in = true) const;
+
+ private:
+  std::shared_ptr<const std::vector<Record>> records_;
+};
 // Builds the best kernel from the log. Without a record of this target it says so on stderr
 // (naming the workload, the target and the log) and builds the best schedule of a stand-in
 // CPU (see best_schedule; `found` is true), or else the default schedule (`found` is false).
