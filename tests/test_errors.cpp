@@ -146,7 +146,9 @@ TEST(Errors, BuildArguments) {
 
 TEST(Errors, BadTensorDefinitions) {
   Tensor A = placeholder({4, 4}, float32, "A");
-  expect_error([&] { placeholder({4, 0}, float32, "Z"); }, {"dimension 1 has extent 0"});
+  // An input may hold no elements (a graph's empty shape tensor); a computed tensor may not.
+  EXPECT_EQ(placeholder({4, 0}, float32, "Z").shape()[1], 0);
+  expect_error([&] { compute({4, 0}, [&](Var i, Var j) { return A(i, j); }, "Z"); }, {"dimension 1 has extent 0"});
   expect_error([&] { A(1); }, {"'A' has 2 dimensions but is indexed with 1"});
   expect_error([&] { A(Expr(1.5f), Expr(0)); }, {"index 0 of tensor 'A' has type float32"});
   IterVar k = reduce_axis(4, "k");
