@@ -2,6 +2,7 @@
 // tuned schedules from a log, the memory plan; run(): the kernels in order over the arena.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <sstream>
 
 #include "graph/NetworkImpl.h"
@@ -94,11 +95,19 @@ Network compile(const Graph& input, const CompileOptions& opts) {
       step.code = int(built.size());
       BuildOptions bo{.name = "tessel_k" + std::to_string(step.code), .target = opts.target};
       if (best) {
+        // A record made for another graph may name stages this one lacks: the default then.
         autotune::Workload w = workload_of(g, p);
-        step.module = build(Schedule::replay(w.outputs, best->steps), w.args, bo);
-      } else {
-        step.module = build_kernel(p.compute, g, bo);
+        try {
+          step.module = build(Schedule::replay(w.outputs, best->steps), w.args, bo);
+        } catch (const Error& e) {
+          std::fprintf(stderr, "tessel: WARNING: the log's record for kernel %s (%s) does not build here (%s); "
+                       "building its DEFAULT schedule\n", p.ops.c_str(), g.nodes[size_t(p.nodes[0])].name.c_str(),
+                       e.what());
+          best.reset();
+          step.schedule = "default";
+        }
       }
+      if (!best) step.module = build_kernel(p.compute, g, bo);
       if (opts.select == "measure") choose(g, p, step, opts);
       built.emplace(p.key, impl->steps.size());
     }

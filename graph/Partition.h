@@ -21,8 +21,9 @@ struct Part {
 std::vector<Part> partition(const Graph& g);
 
 // The tuning workload of a part: its compute definition, its constant inputs as constants
-// (the search may store them blocked), keyed by its structure so that the same layer of any
-// model finds its records.
+// (the search may store them blocked), keyed by its structure. Its stages are named after the
+// graph's value ids, so a record replays onto the kernels of the graph it was tuned on (and
+// of any graph the same model gives); compile() builds the default where one does not.
 autotune::Workload workload_of(const Graph& g, const Part& p);
 // Whether tuning can gain anything: parts with a reduction (convolutions, matmuls, pools,
 // normalisations); element-wise and shape kernels keep their default schedules, as in TVM.

@@ -300,6 +300,37 @@ TEST(Graph, SavedNetworksRunWithoutTheCompiler) {
   EXPECT_NE(libs.str().find("libtessel_deploy"), std::string::npos) << libs.str();
 }
 
+TEST(Graph, TunedKernelsComeFromTheLogAndARecordThatDoesNotFitGivesTheDefault) {
+  auto block = [](bool identity_first) {
+    OnnxBuilder b;
+    std::string x = b.input("x", float32, {1, 8, 10, 10});
+    if (identity_first) x = b.node("Identity", {x});  // shifts every value id: stage names differ
+    std::string y = b.node("Conv", {x, b.random("w", {8, 8, 3, 3}, 0.3)}, {{"pads", {1, 1, 1, 1}}});
+    b.output(b.node("Relu", {y}));
+    return b.graph();
+  };
+  Graph g = block(false);
+  std::string log = std::string(TESSEL_TEST_TMP) + "/graph_tuning.json";
+  std::filesystem::remove(log);
+  autotune::TuneOptions to;
+  to.trials = 4, to.per_round = 4, to.log = log, to.remeasure_top = 0;
+  std::vector<autotune::TaskResult> results = tune(g, to);
+  ASSERT_EQ(results.size(), 1u);
+  Buffer in({1, 8, 10, 10}, float32);
+  in.fill_random(9);
+  Network tuned = compile(g, {.log = log});
+  EXPECT_EQ(tuned.num_tuned(), 1);
+  Buffer want = compile(g, {.rewrite = false, .fuse = false}).run({in})[0];
+  EXPECT_LT(max_relative_error(tuned.run({in})[0], want), 1e-5);
+  // The same kernel in another graph: its record is found but names stages this one lacks.
+  testing::internal::CaptureStderr();
+  Network other = compile(block(true), {.log = log});
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(other.num_tuned(), 0);
+  EXPECT_NE(err.find("does not build here"), std::string::npos) << err;
+  EXPECT_LT(max_relative_error(other.run({in})[0], want), 1e-5);
+}
+
 TEST(Graph, BadModelsGiveAClearError) {
   auto with = [](const std::function<void(OnnxBuilder&)>& body, int opset = 17) {
     OnnxBuilder b(opset);
