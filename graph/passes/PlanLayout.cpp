@@ -70,6 +70,13 @@ struct Planner {
     if (!deferred.erase(v)) return;
     out.push_back(transpose_node(nhwc.at(v), v, kToNchw, opset));
   }
+  // Adds `n` computing the NHWC twin of NCHW value `v`, which is then made only if needed.
+  void emit_nhwc(Node n, int v) {
+    const Value& y = g.values[size_t(v)];
+    n.outputs = {add_value(y.name + "_nhwc", y.dtype, permuted(y.shape, kToNhwc))};
+    nhwc[v] = n.outputs[0], deferred.insert(v);
+    out.push_back(n);
+  }
   bool four_d(int v) const { return v >= 0 && g.values[size_t(v)].shape.size() == 4; }
   bool is_const(int v) const { return v >= 0 && g.values[size_t(v)].is_constant(); }
 
@@ -93,11 +100,7 @@ struct Planner {
       hw = r;
     }
     c.inputs[1] = add_value(g.values[size_t(n.inputs[1])].name + "_hwio", w.dtype(), hw.shape(), hw);
-    int v = n.outputs[0];
-    const Value& y = g.values[size_t(v)];
-    c.outputs = {add_value(y.name + "_nhwc", y.dtype, permuted(y.shape, kToNhwc))};
-    nhwc[v] = c.outputs[0], deferred.insert(v);
-    out.push_back(c);
+    emit_nhwc(c, n.outputs[0]);
     return true;
   }
 
@@ -130,11 +133,7 @@ struct Planner {
     if (!any) return false;
     Node e = n;
     e.inputs = inputs;
-    int v = n.outputs[0];
-    const Value& y = g.values[size_t(v)];
-    e.outputs = {add_value(y.name + "_nhwc", y.dtype, permuted(y.shape, kToNhwc))};
-    nhwc[v] = e.outputs[0], deferred.insert(v);
-    out.push_back(e);
+    emit_nhwc(e, n.outputs[0]);
     return true;
   }
 };
