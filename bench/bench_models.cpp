@@ -5,9 +5,9 @@
 // latency, the outputs' agreement, and peak memory. Each engine runs in a process of its own
 // so that peak RSS is its alone; Tessel's includes the compiler (LLVM), which a deployed
 // network does not load, so its arena is printed too.
-//   bench_models OUT_DIR ORT_PYTHON [RUNS [PASSES]]     (bench/bench_models.sh sets it all up)
+//   bench_models OUT_DIR ORT_PYTHON [RUNS [PASSES [NETWORK]]]   (bench/bench_models.sh sets it all up;
+//   NETWORK: resnet50, mobilenetv2 or bert_layer alone)
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,44 +38,43 @@ Buffer read_raw(const std::string& path, const std::vector<int64_t>& shape) {
   return b;
 }
 
-// Compiles and times the model in a child process; the outputs go to `out_path`.
+// Compiles and times the model (in the process `bench_models --tessel ...` starts, so that
+// its peak RSS is its own alone); the outputs go to `out_path`.
+Result tessel_here(const std::string& model, const std::string& in_path, const std::string& out_path,
+                   const graph::CompileOptions& opts, int threads, int runs) {
+  Result r;
+  set_num_threads(threads);
+  graph::Graph g = graph::load_onnx(model);
+  graph::Network net = graph::compile(g, opts);
+  const graph::Value& x = g.values[size_t(g.inputs[0])];
+  Buffer in = read_raw(in_path, x.shape);
+  std::vector<Buffer> out = net.run({in});
+  for (int k = 0; k < 3; ++k) net.run({in});
+  std::vector<double> times;
+  for (int k = 0; k < runs; ++k) {
+    auto t = std::chrono::steady_clock::now();
+    net.run({in});
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
+  }
+  std::sort(times.begin(), times.end());
+  std::ofstream(out_path, std::ios::binary).write(static_cast<const char*>(out[0].raw()), out[0].bytes());
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  r.ms = times[times.size() / 2] * 1e3, r.peak_mb = double(u.ru_maxrss) / 1024;
+  r.arena_mb = double(net.arena_bytes()) / (1 << 20), r.kernels = net.num_kernels(), r.tuned = net.num_tuned();
+  return r;
+}
+
 Result run_tessel(const std::string& model, const std::string& in_path, const std::string& out_path,
                   const graph::CompileOptions& opts, int threads, int runs) {
-  int fds[2];
-  if (pipe(fds)) throw std::runtime_error("pipe");
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    Result r;
-    set_num_threads(threads);
-    graph::Graph g = graph::load_onnx(model);
-    graph::Network net = graph::compile(g, opts);
-    const graph::Value& x = g.values[size_t(g.inputs[0])];
-    Buffer in = read_raw(in_path, x.shape);
-    std::vector<Buffer> out = net.run({in});
-    for (int k = 0; k < 3; ++k) net.run({in});
-    std::vector<double> times;
-    for (int k = 0; k < runs; ++k) {
-      auto t = std::chrono::steady_clock::now();
-      net.run({in});
-      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
-    }
-    std::sort(times.begin(), times.end());
-    std::ofstream(out_path, std::ios::binary).write(static_cast<const char*>(out[0].raw()), out[0].bytes());
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    r.ms = times[times.size() / 2] * 1e3, r.peak_mb = double(u.ru_maxrss) / 1024;
-    r.arena_mb = double(net.arena_bytes()) / (1 << 20), r.kernels = net.num_kernels(), r.tuned = net.num_tuned();
-    if (write(fds[1], &r, sizeof r) != ssize_t(sizeof r)) _exit(1);
-    _exit(0);
-  }
-  close(fds[1]);
+  std::string cmd = "/proc/" + std::to_string(getpid()) + "/exe --tessel " + model + " " + in_path + " " + out_path +
+                    " '" + opts.log + "' " + opts.select + " " + opts.layout + " " + std::to_string(threads) + " " +
+                    std::to_string(runs);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) throw std::runtime_error("cannot run " + cmd);
   Result r;
-  ssize_t got = read(fds[0], &r, sizeof r);
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (got != ssize_t(sizeof r)) throw std::runtime_error("the Tessel run of " + model + " failed");
+  size_t got = fread(&r, sizeof r, 1, p);
+  if (pclose(p) != 0 || got != 1) throw std::runtime_error("the Tessel run of " + model + " failed");
   return r;
 }
 
@@ -105,13 +104,19 @@ double max_difference(const std::string& a, const std::string& b, const std::vec
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 10 && std::string(argv[1]) == "--tessel") {  // one Tessel run, its Result on stdout
+    graph::CompileOptions co{.log = argv[5], .select = argv[6], .layout = argv[7]};
+    Result r = tessel_here(argv[2], argv[3], argv[4], co, std::atoi(argv[8]), std::atoi(argv[9]));
+    return std::fwrite(&r, sizeof r, 1, stdout) == 1 ? 0 : 1;
+  }
   if (argc < 3) {
-    std::fprintf(stderr, "usage: bench_models OUT_DIR ORT_PYTHON [RUNS [PASSES]]\n");
+    std::fprintf(stderr, "usage: bench_models OUT_DIR ORT_PYTHON [RUNS [PASSES [NETWORK]]]\n");
     return 2;
   }
   fs::path dir = argv[1];
   std::string python = argv[2];
   int runs = argc > 3 ? std::atoi(argv[3]) : 20, passes = argc > 4 ? std::atoi(argv[4]) : 3;
+  std::string only = argc > 5 ? argv[5] : "";  // one network by name
   fs::create_directories(dir);
   std::string script = std::string(TESSEL_SOURCE_DIR) + "/bench/ort_run.py";
   // Each network in the layout its convolutions are fastest in here (MobileNetV2's depthwise
@@ -142,6 +147,7 @@ int main(int argc, char** argv) {
   };
   for (int pass = 0; pass < passes; ++pass)
     for (const Model& m : list) {
+      if (!only.empty() && m.name != only) continue;
       std::string model = (dir / (m.name + ".onnx")).string();
       std::string bytes = m.make();
       std::ofstream(model, std::ios::binary) << bytes;
