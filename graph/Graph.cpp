@@ -112,7 +112,8 @@ std::string Graph::str() const {
     os << " = " << n.op << "(";
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       int id = n.inputs[k];
-      os << (k ? ", " : "") << (id < 0 ? "_" : (values[size_t(id)].is_constant() ? "$" : "%") + values[size_t(id)].name);
+      std::string sigil = id >= 0 && values[size_t(id)].is_constant() ? "$" : "%";
+      os << (k ? ", " : "") << (id < 0 ? "_" : sigil + values[size_t(id)].name);
     }
     os << ")";
     if (!n.attrs.empty()) {

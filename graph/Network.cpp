@@ -234,7 +234,8 @@ void Network::profile(const std::vector<Buffer>& inputs, int runs) const {
 const Graph& Network::graph() const { return impl_->graph; }
 int Network::num_kernels() const { return int(impl_->steps.size()); }
 int Network::num_tuned() const {
-  return int(std::count_if(impl_->steps.begin(), impl_->steps.end(), [](const Step& s) { return s.schedule == "tuned"; }));
+  auto tuned = [](const Step& s) { return s.schedule == "tuned"; };
+  return int(std::count_if(impl_->steps.begin(), impl_->steps.end(), tuned));
 }
 int64_t Network::arena_bytes() const { return impl_->plan.arena_bytes; }
 int64_t Network::separate_bytes() const { return impl_->plan.separate_bytes; }
@@ -252,7 +253,8 @@ std::string Network::report() const {
     std::snprintf(line, sizeof line, "  %3zu %-40s %-8s", s, st.ops.substr(0, 40).c_str(), st.schedule.c_str());
     os << line;
     if (impl_->profiled) {
-      std::snprintf(line, sizeof line, " %8.3f ms %5.1f%%", st.seconds * 1e3, 100 * st.seconds / std::max(total, 1e-12));
+      double share = 100 * st.seconds / std::max(total, 1e-12);
+      std::snprintf(line, sizeof line, " %8.3f ms %5.1f%%", st.seconds * 1e3, share);
       os << line;
     }
     os << "  " << g.nodes[size_t(st.nodes.front())].name << "\n";

@@ -88,6 +88,12 @@ std::string OnnxBuilder::ints(const std::string& name, const std::vector<int64_t
   return constant(name, b);
 }
 
+std::string OnnxBuilder::scalar(const std::string& name, double value) {
+  Buffer b(std::vector<int64_t>{}, float32);
+  b.set(0, value);
+  return constant(name, b);
+}
+
 std::vector<std::string> OnnxBuilder::node(const std::string& op, const std::vector<std::string>& inputs,
                                            const std::map<std::string, Attribute>& attrs, int num_outputs) {
   onnx::NodeProto* n = impl_->model.mutable_graph()->add_node();

@@ -28,7 +28,8 @@ Buffer to_buffer(const onnx::TensorProto& t, const std::string& where) {
   size_t n = size_t(b.size()), bytes = size_t(b.bytes());
   if (t.has_raw_data()) {
     if (t.raw_data().size() != bytes)
-      throw Error(where + "tensor '" + t.name() + "' holds " + std::to_string(t.raw_data().size()) + " bytes of data; " +
+      throw Error(where + "tensor '" + t.name() + "' holds " + std::to_string(t.raw_data().size()) +
+                  " bytes of data; " +
                   d.str() + shape_str(shape) + " needs " + std::to_string(bytes));
     std::memcpy(b.raw(), t.raw_data().data(), bytes);
     return b;
@@ -67,7 +68,9 @@ Attribute to_attribute(const onnx::AttributeProto& a, const std::string& where) 
     case onnx::AttributeProto::FLOAT: out.kind = Attribute::Float, out.f = a.f(); break;
     case onnx::AttributeProto::STRING: out.kind = Attribute::String, out.s = a.s(); break;
     case onnx::AttributeProto::TENSOR: out.kind = Attribute::Tensor, out.t = to_buffer(a.t(), where); break;
-    case onnx::AttributeProto::INTS: out.kind = Attribute::Ints, out.ints.assign(a.ints().begin(), a.ints().end()); break;
+    case onnx::AttributeProto::INTS:
+      out.kind = Attribute::Ints, out.ints.assign(a.ints().begin(), a.ints().end());
+      break;
     case onnx::AttributeProto::FLOATS:
       out.kind = Attribute::Floats, out.floats.assign(a.floats().begin(), a.floats().end());
       break;
@@ -101,7 +104,8 @@ Buffer constant_value(const Node& n, const std::string& where) {
 
 Value input_value(const onnx::ValueInfoProto& v) {
   std::string where = "graph input '" + v.name() + "': ";
-  if (!v.type().has_tensor_type()) throw Error(where + "not a tensor (sequences, maps and optionals are not supported)");
+  if (!v.type().has_tensor_type())
+    throw Error(where + "not a tensor (sequences, maps and optionals are not supported)");
   const auto& tt = v.type().tensor_type();
   Value out;
   out.name = v.name();

@@ -82,12 +82,13 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+int64_t product(const std::vector<int64_t>& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t k = from; k < std::min(to, s.size()); ++k) p *= s[k];
+  return p;
+}
+
 Tensor reshape(const OpInputs& in, const Tensor& x, const std::vector<int64_t>& shape, const std::string& name) {
-  auto product = [](const std::vector<int64_t>& s, size_t from) {
-    int64_t p = 1;
-    for (size_t k = from; k < s.size(); ++k) p *= s[k];
-    return p;
-  };
   const std::vector<int64_t>& from = x.shape();
   if (product(shape, 0) != product(from, 0))
     in.fail("cannot reshape ", shape_str(from), " (", product(from, 0), " elements) into ", shape_str(shape), " (",

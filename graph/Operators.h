@@ -67,6 +67,8 @@ std::string stage_name(const OpInputs& in, int index = 0, const std::string& suf
 // Reduces `axes` of x (sum, max or mean of pre(x)); a reduced axis stays as 1 when `keep`.
 Tensor reduce(const Tensor& x, std::vector<int64_t> axes, bool keep, const std::string& kind, const std::string& name,
               const std::function<Expr(Expr, const std::vector<Expr>&)>& pre = {});
+// The product of shape[from, to): element counts.
+int64_t product(const std::vector<int64_t>& shape, size_t from = 0, size_t to = SIZE_MAX);
 // The same elements in another shape (row-major order kept).
 Tensor reshape(const OpInputs& in, const Tensor& x, const std::vector<int64_t>& shape, const std::string& name);
 DType onnx_dtype(int64_t onnx_type, const std::string& where);

@@ -79,9 +79,10 @@ std::vector<Part> partition(const Graph& g) {
 
   std::vector<int> readers(g.values.size(), 0);  // per value: reads from other groups
   for (const Node& n : g.nodes)
-    for (int i : n.inputs)
-      if (i >= 0 && (g.values[size_t(i)].producer < 0 || g.nodes[size_t(g.values[size_t(i)].producer)].group != n.group))
-        ++readers[size_t(i)];
+    for (int i : n.inputs) {
+      int p = i < 0 ? -1 : g.values[size_t(i)].producer;
+      if (i >= 0 && (p < 0 || g.nodes[size_t(p)].group != n.group)) ++readers[size_t(i)];
+    }
   for (int o : g.outputs) ++readers[size_t(o)];
 
   std::vector<Part> parts;

@@ -75,7 +75,8 @@ void Network::save(const std::string& dir) const {
     auto it = entry.find(id);
     if (it != entry.end()) return it->second;
     const Value& v = g.values[size_t(id)];
-    bool in = std::count(g.inputs.begin(), g.inputs.end(), id), out = std::count(g.outputs.begin(), g.outputs.end(), id);
+    bool in = std::count(g.inputs.begin(), g.inputs.end(), id);
+    bool out = std::count(g.outputs.begin(), g.outputs.end(), id);
     int e = v.is_constant() ? add_weight(v.name, v.constant)
             : in            ? add(v.name, v.dtype, v.shape, "input", 0)
             : out           ? add(v.name, v.dtype, v.shape, "output", 0)

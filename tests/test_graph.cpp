@@ -125,7 +125,7 @@ TEST(Graph, FuseGroupsEpiloguesWithTheirProducerAndStopsAtSharedOutputs) {
   std::string c = b.node("Conv", {x, b.random("w", {8, 8, 3, 3}, 0.3), b.random("b", {8}, 0.1)},
                          {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
   std::string r = b.node("Relu", {b.node("Add", {c, x})});  // conv + bias + residual + relu: one kernel
-  std::string p = b.node("MaxPool", {r}, {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}});
+  std::string p = b.node("MaxPool", {r}, {{"kernel_shape", {2, 2}}, {"strides", {2, 2}}});
   std::string c2 = b.node("Conv", {p, b.random("w", {8, 8, 1, 1}, 0.3)});
   // c2 is read twice: its two readers may not both join its kernel, and neither is needed to.
   b.output(b.node("Sigmoid", {c2}));
@@ -169,16 +169,11 @@ TEST(Graph, FoldBatchNormScalesTheConvolutionBeforeIt) {
 TEST(Graph, FusePatternsFindsLayerNormAndSoftmaxAsExportersWriteThem) {
   OnnxBuilder b;
   std::string x = b.input("x", float32, {1, 8, 32});
-  auto scalar = [&](double v) {
-    Buffer s(std::vector<int64_t>{}, float32);
-    s.set(0, v);
-    return b.constant("c", s);
-  };
   auto mean = [&](const std::string& t) { return b.node("ReduceMean", {t}, {{"axes", {-1}}}); };
   for (bool pow : {true, false}) {  // (x - m)^2 as Pow, or as Mul(d, d)
     std::string d = b.node("Sub", {x, mean(x)});
-    std::string var = mean(pow ? b.node("Pow", {d, scalar(2)}) : b.node("Mul", {d, d}));
-    std::string y = b.node("Div", {d, b.node("Sqrt", {b.node("Add", {var, scalar(1e-5)})})});
+    std::string var = mean(pow ? b.node("Pow", {d, b.scalar("c", 2)}) : b.node("Mul", {d, d}));
+    std::string y = b.node("Div", {d, b.node("Sqrt", {b.node("Add", {var, b.scalar("c", 1e-5)})})});
     x = b.node("Add", {b.node("Mul", {y, b.random("gamma", {32}, 1.0, true)}), b.random("beta", {32}, 0.2)});
   }
   std::string e = b.node("Exp", {b.node("Sub", {x, b.node("ReduceMax", {x}, {{"axes", {-1}}})})});
@@ -263,7 +258,8 @@ TEST(Graph, MemoryPlanNeverOverlapsTensorsAliveTogether) {
     for (size_t b = a + 1; b < uses.size(); ++b) {
       if (uses[a].alias == int(b) || uses[b].alias == int(a)) continue;
       bool together = !(uses[a].last < uses[b].first || uses[b].last < uses[a].first);
-      bool overlap = plan.offsets[a] < plan.offsets[b] + uses[b].bytes && plan.offsets[b] < plan.offsets[a] + uses[a].bytes;
+      bool overlap =
+          plan.offsets[a] < plan.offsets[b] + uses[b].bytes && plan.offsets[b] < plan.offsets[a] + uses[a].bytes;
       EXPECT_FALSE(together && overlap) << a << " and " << b;
       EXPECT_EQ(plan.offsets[a] % 64, 0);
     }

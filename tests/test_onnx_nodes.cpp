@@ -41,7 +41,8 @@ const std::map<std::string, std::string> kSkipped = {
     {"test_training_dropout_default_mask", "training-mode dropout is random"},
     {"test_training_dropout_mask", "training-mode dropout is random"},
     {"test_training_dropout_zero_ratio", "training mode with its ratio a run-time input (Tessel must know it is 0)"},
-    {"test_training_dropout_zero_ratio_mask", "training mode with its ratio a run-time input (Tessel must know it is 0)"},
+    {"test_training_dropout_zero_ratio_mask",
+     "training mode with its ratio a run-time input (Tessel must know it is 0)"},
     {"test_maxpool_with_argmax_2d_precomputed_pads", "MaxPool's Indices output"},
     {"test_maxpool_with_argmax_2d_precomputed_strides", "MaxPool's Indices output"},
 };
@@ -122,7 +123,8 @@ std::string run_node_test(const fs::path& dir, const ModelInfo& info, bool fuse)
 }
 
 void run_all(const std::string& first, const std::string& last, bool fuse) {
-  if (!fs::exists(kNodeTests)) GTEST_SKIP() << "libonnx-testdata is not installed (scripts/install-deps.sh installs it)";
+  if (!fs::exists(kNodeTests))
+    GTEST_SKIP() << "libonnx-testdata is not installed (scripts/install-deps.sh installs it)";
   std::set<std::string> listed;
   for (const std::string& op : graph::supported_operators()) listed.insert(op);
   listed.insert("Constant");

@@ -21,20 +21,15 @@ struct Net {
     double scale = std::sqrt(6.0 / double(cin / group * k * k));
     std::string w = b.random("w", {cout, cin / group, k, k}, scale);
     std::string y = b.node("Conv", {x, w},
-                           {{"kernel_shape", std::vector<int64_t>{k, k}}, {"strides", std::vector<int64_t>{stride, stride}},
-                            {"pads", std::vector<int64_t>{pad, pad, pad, pad}}, {"group", group}});
+                           {{"kernel_shape", {k, k}}, {"strides", {stride, stride}},
+                            {"pads", {pad, pad, pad, pad}}, {"group", group}});
     size = (size + 2 * pad - k) / stride + 1;
     y = b.node("BatchNormalization", {y, b.random("gamma", {cout}, 1.0, true), b.random("beta", {cout}, 0.1),
                                       b.random("mean", {cout}, 0.1), b.random("var", {cout}, 1.0, true)},
                {{"epsilon", 1e-5}});
     if (act == "relu") return b.node("Relu", {y});
-    if (act == "relu6") return b.node("Clip", {y, scalar(0.0f), scalar(6.0f)});
+    if (act == "relu6") return b.node("Clip", {y, b.scalar("c", 0), b.scalar("c", 6)});
     return y;
-  }
-  std::string scalar(float v) {
-    Buffer s(std::vector<int64_t>{}, float32);
-    s.set(0, v);
-    return b.constant("c", s);
   }
   // A residual block's shortcut: x itself, or a strided 1x1 projection where the block changes
   // the shape (from the block's input size `in_size`).
@@ -144,9 +139,7 @@ std::string bert_layer(int seq, int hidden, int heads, int ffn) {
   std::string q = heads_of(dense(x, H, H), {0, 2, 1, 3});
   std::string k = heads_of(dense(x, H, H), {0, 2, 3, 1});
   std::string v = heads_of(dense(x, H, H), {0, 2, 1, 3});
-  Buffer scale(std::vector<int64_t>{}, float32);
-  scale.set(0, std::sqrt(double(D)));
-  std::string scores = b.node("Div", {b.node("MatMul", {q, k}), b.constant("sqrt_d", scale)});
+  std::string scores = b.node("Div", {b.node("MatMul", {q, k}), b.scalar("sqrt_d", std::sqrt(double(D)))});
   std::string probs = b.node("Softmax", {scores}, {{"axis", -1}});
   std::string ctx = b.node("Transpose", {b.node("MatMul", {probs, v})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
   ctx = b.node("Reshape", {ctx, b.ints("shape", {1, S, H})});
@@ -156,13 +149,8 @@ std::string bert_layer(int seq, int hidden, int heads, int ffn) {
   };
   std::string h1 = layer_norm(b.node("Add", {dense(ctx, H, H), x}));
   std::string f = dense(h1, H, ffn);
-  auto constant = [&](double v) {
-    Buffer s(std::vector<int64_t>{}, float32);
-    s.set(0, v);
-    return b.constant("c", s);
-  };
-  std::string erf = b.node("Erf", {b.node("Div", {f, constant(std::sqrt(2.0))})});
-  std::string gelu = b.node("Mul", {b.node("Mul", {f, b.node("Add", {erf, constant(1.0)})}), constant(0.5)});
+  std::string erf = b.node("Erf", {b.node("Div", {f, b.scalar("c", std::sqrt(2.0))})});
+  std::string gelu = b.node("Mul", {b.node("Mul", {f, b.node("Add", {erf, b.scalar("c", 1.0)})}), b.scalar("c", 0.5)});
   b.output(layer_norm(b.node("Add", {dense(gelu, ffn, H), h1})));
   return b.bytes();
 }

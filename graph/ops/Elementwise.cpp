@@ -10,11 +10,9 @@ namespace tessel::graph {
 
 namespace {
 
-std::vector<int64_t> dims(const Tensor& t) { return t.shape(); }
-
 Tensor unary(const OpInputs& in, const std::function<Expr(Expr)>& f, const std::string& tag = "elemwise") {
   const Tensor& x = in[0];
-  return output(dims(x), [&](const std::vector<Var>& i) { return f(x(std::vector<Expr>(i.begin(), i.end()))); },
+  return output(x.shape(), [&](const std::vector<Var>& i) { return f(x(std::vector<Expr>(i.begin(), i.end()))); },
                 in, tag);
 }
 
@@ -29,8 +27,6 @@ Tensor binary(const OpInputs& in, const std::function<Expr(Expr, Expr)>& f) {
 }
 
 Expr scalar_of(const Tensor& t) { return t(std::vector<Expr>(t.shape().size(), Expr(0))); }
-
-Expr constant_like(DType t, double v) { return make_const(t, v); }
 
 }  // namespace
 
@@ -53,18 +49,18 @@ void add_elementwise_ops(OpTable& t) {
       return std::vector<Tensor>{unary(in, f)};
     };
   };
-  act("Relu", [](Expr x) { return max(x, constant_like(x.dtype(), 0)); });
+  act("Relu", [](Expr x) { return max(x, make_const(x.dtype(), 0)); });
   act("Sigmoid", [](Expr x) { return sigmoid(x); });
   act("Tanh", [](Expr x) { return tanh(x); });
   act("Erf", [](Expr x) { return erf(x); });
   act("Exp", [](Expr x) { return exp(x); });
   act("Sqrt", [](Expr x) { return sqrt(x); });
-  act("Reciprocal", [](Expr x) { return constant_like(x.dtype(), 1) / x; });
+  act("Reciprocal", [](Expr x) { return make_const(x.dtype(), 1) / x; });
   t["Neg"] = [](const OpInputs& in) { return std::vector<Tensor>{unary(in, [](Expr x) { return -x; })}; };
   t["LeakyRelu"] = [](const OpInputs& in) {
     double alpha = in.node.attr_float("alpha", 0.01);
     return std::vector<Tensor>{unary(in, [alpha](Expr x) {
-      return select(x < constant_like(x.dtype(), 0), x * constant_like(x.dtype(), alpha), x);
+      return select(x < make_const(x.dtype(), 0), x * make_const(x.dtype(), alpha), x);
     })};
   };
   t["Clip"] = [](const OpInputs& in) {
@@ -72,8 +68,8 @@ void add_elementwise_ops(OpTable& t) {
     std::optional<Expr> lo, hi;
     DType d = in[0].dtype();
     if (in.node.opset < 11) {
-      lo = constant_like(d, in.node.attr_float("min", -std::numeric_limits<float>::max()));
-      hi = constant_like(d, in.node.attr_float("max", std::numeric_limits<float>::max()));
+      lo = make_const(d, in.node.attr_float("min", -std::numeric_limits<float>::max()));
+      hi = make_const(d, in.node.attr_float("max", std::numeric_limits<float>::max()));
     }
     Tensor tlo = in.given(1) ? in[1] : Tensor(), thi = in.given(2) ? in[2] : Tensor();
     for (const Tensor* b : {&tlo, &thi})
@@ -91,7 +87,7 @@ void add_elementwise_ops(OpTable& t) {
     DType to = onnx_dtype(in.node.attr_int("to", 1), in.where());
     return std::vector<Tensor>{unary(in, [to](Expr x) {
       // ONNX casts to bool by comparing with zero, as C does.
-      return to.is_bool() ? cast(to, x != constant_like(x.dtype(), 0)) : cast(to, x);
+      return to.is_bool() ? cast(to, x != make_const(x.dtype(), 0)) : cast(to, x);
     })};
   };
   t["Identity"] = [](const OpInputs& in) { return std::vector<Tensor>{unary(in, [](Expr x) { return x; })}; };

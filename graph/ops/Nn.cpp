@@ -76,7 +76,8 @@ std::vector<Tensor> conv(const OpInputs& in, bool nhwc) {
     in.fail("weights ", shape_str(ws), " do not fit an input of ", C, " channels in ", groups, " groups");
   if (nhwc && groups > 1 && !depthwise) in.fail("grouped convolutions in NHWC are depthwise only");
   std::vector<int64_t> kernel = in.node.attr_ints("kernel_shape", {R, S});
-  if (kernel != std::vector<int64_t>{R, S}) in.fail("kernel_shape ", shape_str(kernel), " differs from the weights' ", shape_str(ws));
+  if (kernel != std::vector<int64_t>{R, S})
+    in.fail("kernel_shape ", shape_str(kernel), " differs from the weights' ", shape_str(ws));
   Window win = window(in, {H, W}, kernel, false);
   Tensor src = x;
   ops::Conv2dParams p;
@@ -135,8 +136,9 @@ std::vector<Tensor> matmul(const OpInputs& in) {
     Tensor flat = reshape(in, a, {rows, shape_a.back()}, stage_name(in, 0, "_rows"));
     return {reshape(in, ops::matmul(flat, b, false, false, stage_name(in, 0, "_mm")), out, stage_name(in))};
   }
-  if (a.ndim() > 2 && a.ndim() == b.ndim() &&
-      std::equal(shape_a.begin(), shape_a.end() - 2, shape_b.begin()) && shape_a.back() == shape_b[shape_b.size() - 2]) {
+  bool same_batches =
+      a.ndim() > 2 && a.ndim() == b.ndim() && std::equal(shape_a.begin(), shape_a.end() - 2, shape_b.begin());
+  if (same_batches && shape_a.back() == shape_b[shape_b.size() - 2]) {
     // Equal batch dimensions: one batched GEMM over their product.
     int64_t M = shape_a[shape_a.size() - 2], K = shape_a.back(), N = shape_b.back();
     std::vector<int64_t> out(shape_a.begin(), shape_a.end() - 1);

@@ -10,13 +10,6 @@ namespace tessel::graph {
 
 namespace {
 
-int64_t product(const std::vector<int64_t>& s, size_t from = 0, size_t to = SIZE_MAX) {
-  to = std::min(to, s.size());
-  int64_t p = 1;
-  for (size_t k = from; k < to; ++k) p *= s[k];
-  return p;
-}
-
 std::vector<Expr> exprs(const std::vector<Var>& v) { return std::vector<Expr>(v.begin(), v.end()); }
 
 Tensor constant_tensor(const OpInputs& in, const std::vector<int64_t>& shape, DType t,

@@ -14,7 +14,8 @@ OpKind op_kind(const std::string& op) {
   static const std::set<std::string> elemwise = {
       "Add", "Sub", "Mul", "Div", "Pow", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Neg", "Reciprocal", "Sqrt",
       "Clip", "LeakyRelu", "Cast", "Identity", "Dropout", "BatchNormalization"};
-  static const std::set<std::string> complex = {"Conv", "tessel.ConvNhwc", "Gemm", "MatMul", "MaxPool", "AveragePool", "Softmax",
+  static const std::set<std::string> complex = {"Conv", "tessel.ConvNhwc", "Gemm", "MatMul", "MaxPool",
+                                                "AveragePool", "Softmax",
                                                 "LayerNormalization"};
   static const std::set<std::string> reduce = {"ReduceSum", "ReduceMean", "ReduceMax", "GlobalAveragePool"};
   if (elemwise.count(op)) return OpKind::Elemwise;

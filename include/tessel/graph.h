@@ -195,6 +195,7 @@ class OnnxBuilder {
   // [scale / 2, scale], for variances).
   std::string random(const std::string& name, const std::vector<int64_t>& shape, double scale, bool positive = false);
   std::string ints(const std::string& name, const std::vector<int64_t>& values);  // an int64 initializer
+  std::string scalar(const std::string& name, double value);  // a float32 scalar initializer
   std::string node(const std::string& op, const std::vector<std::string>& inputs,
                    const std::map<std::string, Attribute>& attrs = {});
   std::vector<std::string> node(const std::string& op, const std::vector<std::string>& inputs,

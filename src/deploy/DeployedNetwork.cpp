@@ -71,7 +71,8 @@ Network Network::load(const std::string& dir) {
       st.entry = reinterpret_cast<Entry>(dlsym(so, st.name.c_str()));
       TESSEL_USER_CHECK(st.entry, "deploy: '", dir, "/network.so' has no kernel '", st.name, "'");
       st.args = s.at("args").get<std::vector<int>>();
-      for (int a : st.args) TESSEL_USER_CHECK(a >= 0 && size_t(a) < impl->values.size(), "deploy: a step names value ", a);
+      for (int a : st.args)
+        TESSEL_USER_CHECK(a >= 0 && size_t(a) < impl->values.size(), "deploy: a step names value ", a);
       impl->steps.push_back(std::move(st));
     }
   } catch (const json::exception& e) {
