@@ -37,9 +37,12 @@ std::string node_key(const Graph& g, const Node& n, const std::map<int, std::str
 double node_flops(const Graph& g, const Node& n) {
   auto shape = [&](size_t i) { return g.values[size_t(n.inputs[i])].shape; };
   const Value& out = g.values[size_t(n.outputs[0])];
-  if (n.op == "Conv" || n.op == "tessel.ConvNhwc") {  // each output: a multiply-add per weight of its group
+  if (n.op == "Conv" || n.op == "tessel.ConvNhwc" || n.op == "tessel.ConvNchwc") {
+    // each output: a multiply-add per weight of its group
     std::vector<int64_t> w = shape(1);
-    int64_t per = n.op == "Conv" ? w[1] * w[2] * w[3] : w[0] * w[1] * (n.attr_int("group", 1) > 1 ? 1 : w[2]);
+    int64_t per = n.op == "Conv"               ? w[1] * w[2] * w[3]
+                  : n.op == "tessel.ConvNchwc" ? w[1] * w[2] * w[3] * w[4]
+                                               : w[0] * w[1] * (n.attr_int("group", 1) > 1 ? 1 : w[2]);
     return 2.0 * double(out.elements()) * double(per);
   }
   if (n.op == "MatMul" || n.op == "Gemm") {

@@ -1,4 +1,4 @@
-// OpenBLAS as a candidate implementation (graph::compile with `select = "measure"`).
+// OpenBLAS (and, VendorOnednn.cpp, oneDNN) as candidate implementations (graph::compile with `select = "measure"`).
 #include "graph/Vendor.h"
 
 #include <cblas.h>
@@ -11,6 +11,7 @@ namespace tessel::graph {
 
 std::shared_ptr<VendorKernel> vendor_kernel(const Graph& g, const Part& p, const Target& target) {
   if (target.is_gpu()) return nullptr;
+  if (auto conv = onednn_conv(g, p)) return conv;
   const Node& mm = g.nodes[size_t(p.nodes[0])];
   if ((mm.op != "MatMul" && mm.op != "Gemm") || mm.outputs[0] < 0) return nullptr;
   const Value &a = g.values[size_t(mm.inputs[0])], &b = g.values[size_t(mm.inputs[1])];

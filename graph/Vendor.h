@@ -1,7 +1,8 @@
 #pragma once
 // Vendor kernels as candidates for a part: OpenBLAS's SGEMM for a part whose first node is a
 // MatMul or Gemm, with the rest of the part (bias, activation, residual) as a Tessel kernel
-// over its result.
+// over its result (Vendor.cpp); oneDNN's convolution for a convolution in NCHWc, with the
+// rest of the part as its post-ops (VendorOnednn.cpp).
 #include <memory>
 
 #include "graph/NetworkImpl.h"
@@ -11,5 +12,6 @@ namespace tessel::graph {
 
 // Null where no vendor kernel computes the part.
 std::shared_ptr<VendorKernel> vendor_kernel(const Graph& g, const Part& p, const Target& target);
+std::shared_ptr<VendorKernel> onednn_conv(const Graph& g, const Part& p);
 
 }  // namespace tessel::graph

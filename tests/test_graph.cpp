@@ -190,24 +190,13 @@ TEST(Graph, FusePatternsFindsLayerNormAndSoftmaxAsExportersWriteThem) {
   EXPECT_LT(max_relative_error(compile(before).run({in})[0], want), 1e-4);
 }
 
-TEST(Graph, VendorGemmWithATesselEpilogueMatchesAndSelectionPicksTheFastest) {
-  OnnxBuilder b;
-  std::string x = b.input("x", float32, {2, 24, 48});
-  std::string h = b.node("Add", {b.node("MatMul", {x, b.random("w", {48, 40}, 0.3)}), b.random("b", {40}, 0.3)});
-  std::string y = b.node("Gemm", {b.node("Reshape", {b.node("Relu", {h}), b.ints("s", {48, 40})}),
-                                  b.random("w2", {32, 40}, 0.3), b.random("c", {32}, 0.3)},
-                         {{"transB", 1}});
-  b.output(y);
-  Graph g = b.graph();
-  Buffer in({2, 24, 48}, float32);
-  in.fill_random(6);
-  Buffer want = compile(g, {.rewrite = false, .fuse = false}).run({in})[0];
-  // Every part that starts with a MatMul or Gemm, run by OpenBLAS and its Tessel epilogue.
-  Graph opt = optimize(g);
+// Runs every part of `opt` that `vendor`'s kernel computes, on random inputs, against Tessel's
+// kernel of the part; returns how many there were.
+int check_vendor_kernels(const Graph& opt, const std::string& vendor) {
   int vendors = 0;
   for (const Part& p : partition(opt)) {
     auto k = vendor_kernel(opt, p, Target::host());
-    if (!k) continue;
+    if (!k || k->name != vendor) continue;
     ++vendors;
     std::vector<Buffer> args, ref;
     for (int id : p.compute.input_ids) {
@@ -223,11 +212,49 @@ TEST(Graph, VendorGemmWithATesselEpilogueMatchesAndSelectionPicksTheFastest) {
     m(ref);
     EXPECT_LT(max_relative_error(args.back(), ref.back()), 1e-5) << p.ops;
   }
-  EXPECT_EQ(vendors, 2);
+  return vendors;
+}
+
+TEST(Graph, VendorGemmWithATesselEpilogueMatchesAndSelectionPicksTheFastest) {
+  OnnxBuilder b;
+  std::string x = b.input("x", float32, {2, 24, 48});
+  std::string h = b.node("Add", {b.node("MatMul", {x, b.random("w", {48, 40}, 0.3)}), b.random("b", {40}, 0.3)});
+  std::string y = b.node("Gemm", {b.node("Reshape", {b.node("Relu", {h}), b.ints("s", {48, 40})}),
+                                  b.random("w2", {32, 40}, 0.3), b.random("c", {32}, 0.3)},
+                         {{"transB", 1}});
+  b.output(y);
+  Graph g = b.graph();
+  Buffer in({2, 24, 48}, float32);
+  in.fill_random(6);
+  Buffer want = compile(g, {.rewrite = false, .fuse = false}).run({in})[0];
+  // Every part that starts with a MatMul or Gemm, run by OpenBLAS and its Tessel epilogue.
+  EXPECT_EQ(check_vendor_kernels(optimize(g), "openblas"), 2);
   Network net = compile(g, {.select = "measure"});
   net.profile({in});
   std::printf("%s", net.report().c_str());
   EXPECT_LT(max_relative_error(net.run({in})[0], want), 1e-5);
+}
+
+TEST(Graph, OnednnConvolutionsWithPostOpsMatchTesselsKernels) {
+  // In NCHWc: the stem (its input in blocks of one channel), conv + bias + ReLU, conv + residual
+  // + ReLU, projections; 1x1 convolutions + Clip (ReLU6) around a depthwise one, which stays
+  // NCHW. In NHWC: the depthwise one too.
+  std::vector<std::pair<std::string, std::string>> cases{{models::resnet(18, 64), "NCHWc"},
+                                                         {models::inverted_residual(16, 16, 6, 1, 14), "NCHWc"},
+                                                         {models::inverted_residual(16, 24, 6, 2, 14), "NHWC"}};
+  for (auto& [model, layout] : cases) {
+    Graph g = load_onnx_bytes(model), opt = optimize(g, {.layout = layout});
+    int convs = 0;
+    for (const Node& n : opt.nodes) convs += n.op == "tessel.ConvNchwc" || n.op == "tessel.ConvNhwc";
+    EXPECT_EQ(check_vendor_kernels(opt, "onednn"), convs) << layout;
+    Buffer in(g.values[size_t(g.inputs[0])].shape, float32);
+    in.fill_random(3);
+    Buffer want = compile(g, {.rewrite = false, .fuse = false}).run({in})[0];
+    Network net = compile(g, {.select = "measure", .layout = layout});
+    net.profile({in});
+    std::printf("%s", net.report().c_str());
+    EXPECT_LT(max_relative_error(net.run({in})[0], want), 1e-4) << layout;
+  }
 }
 
 TEST(Graph, NhwcLayoutTransposesOnlyWhereAChainBeginsAndEnds) {
@@ -243,6 +270,29 @@ TEST(Graph, NhwcLayoutTransposesOnlyWhereAChainBeginsAndEnds) {
     in.fill_random(8);
     Buffer want = compile(g, {.rewrite = false, .fuse = false}).run({in})[0];
     EXPECT_LT(max_relative_error(compile(g, {.layout = "NHWC"}).run({in})[0], want), 1e-4);
+  }
+}
+
+TEST(Graph, NchwcLayoutBlocksConvolutionsAndPoolsWithOneTransformInAndOneOut) {
+  // ResNet-18 at 64x64: the 3-channel stem (blocks of 1), max pool, strided blocks with
+  // projections, global average pool; and a basic block alone.
+  for (const std::string& model : {models::resnet(18, 64), models::resnet_basic_block(16, 8, 2)}) {
+    Graph g = load_onnx_bytes(model);
+    Graph after = optimize(g, {.fuse = false, .layout = "NCHWc"});
+    std::printf("after:\n%s", after.str().c_str());
+    int into = 0, back = 0, convs = 0, nchw_convs = 0;
+    for (const Node& n : after.nodes) {
+      into += n.op == "tessel.ToNchwc", back += n.op == "tessel.FromNchwc";
+      convs += n.op == "tessel.ConvNchwc", nchw_convs += n.op == "Conv";
+    }
+    EXPECT_EQ(into, 1);
+    EXPECT_EQ(back, 1);
+    EXPECT_GE(convs, 3);
+    EXPECT_EQ(nchw_convs, 0);
+    Buffer in(g.values[size_t(g.inputs[0])].shape, float32);
+    in.fill_random(8);
+    Buffer want = compile(g, {.rewrite = false, .fuse = false}).run({in})[0];
+    EXPECT_LT(max_relative_error(compile(g, {.layout = "NCHWc"}).run({in})[0], want), 1e-4);
   }
 }
 

@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
       ("select", po::value(&select)->default_value("log"),
        "log: each kernel's tuned schedule (or the default); measure: the fastest of those and a vendor kernel")
       ("layout", po::value(&layout)->default_value("model"),
-       "model: the model's tensor layout; NHWC: convolution chains in NHWC")
+       "model: the model's tensor layout; NHWC: convolution chains in NHWC; NCHWc: convolution and pool "
+       "chains in blocks of one vector of channels")
       ("no-fuse", "a kernel per node")
       ("print-graph", "print the optimised graph")
       ("runs", po::value(&runs)->default_value(20), "runs to time the network (0: build only)")

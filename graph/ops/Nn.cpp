@@ -59,22 +59,28 @@ Tensor add_bias(const OpInputs& in, const Tensor& y, const Tensor& bias, int axi
                 "broadcast");
 }
 
-// Conv in the model's NCHW, and tessel.ConvNhwc, which the layout pass makes of it: input
-// [N, H, W, C], weights [R, S, C/group, K] (depthwise: [R, S, C, multiplier]).
-std::vector<Tensor> conv(const OpInputs& in, bool nhwc) {
+enum class Layout { NCHW, NHWC, NCHWc };
+
+// Conv in the model's NCHW, and the two the layout passes make of it: tessel.ConvNhwc, input
+// [N, H, W, C], weights [R, S, C/group, K] (depthwise: [R, S, C, multiplier]); and
+// tessel.ConvNchwc, input [N, C/cb, H, W, cb], weights [K/kb, C/cb, R, S, cb, kb], no groups.
+std::vector<Tensor> conv(const OpInputs& in, Layout layout) {
   const Tensor &x = in[0], &w = in[1];
-  if (x.ndim() != 4 || w.ndim() != 4)
+  bool nhwc = layout == Layout::NHWC, blocked = layout == Layout::NCHWc;
+  if (x.ndim() != (blocked ? 5 : 4) || w.ndim() != (blocked ? 6 : 4))
     in.fail("only 2-D convolutions (input [N, C, H, W], weights [K, C/group, R, S]) are supported; the input has ",
             x.ndim(), " dimensions");
   const std::vector<int64_t>&xs = x.shape(), &ws = w.shape();
-  int64_t C = nhwc ? xs[3] : xs[1], H = nhwc ? xs[1] : xs[2], W = nhwc ? xs[2] : xs[3];
+  int64_t C = nhwc ? xs[3] : blocked ? xs[1] * xs[4] : xs[1], H = nhwc ? xs[1] : xs[2], W = nhwc ? xs[2] : xs[3];
   int64_t groups = in.node.attr_int("group", 1);
   bool depthwise = groups > 1 && groups == C && (nhwc ? ws[2] == C : ws[1] == 1);
-  int64_t K = nhwc ? (depthwise ? C * ws[3] : ws[3]) : ws[0], per_group = nhwc ? (depthwise ? 1 : ws[2]) : ws[1];
+  int64_t K = nhwc ? (depthwise ? C * ws[3] : ws[3]) : blocked ? ws[0] * ws[5] : ws[0];
+  int64_t per_group = nhwc ? (depthwise ? 1 : ws[2]) : blocked ? ws[1] * ws[4] : ws[1];
   int64_t R = nhwc ? ws[0] : ws[2], S = nhwc ? ws[1] : ws[3];
   if (groups < 1 || C % groups || K % groups || per_group != C / groups)
     in.fail("weights ", shape_str(ws), " do not fit an input of ", C, " channels in ", groups, " groups");
   if (nhwc && groups > 1 && !depthwise) in.fail("grouped convolutions in NHWC are depthwise only");
+  if (blocked && groups > 1) in.fail("grouped convolutions in NCHWc are not supported");
   std::vector<int64_t> kernel = in.node.attr_ints("kernel_shape", {R, S});
   if (kernel != std::vector<int64_t>{R, S})
     in.fail("kernel_shape ", shape_str(kernel), " differs from the weights' ", shape_str(ws));
@@ -89,13 +95,20 @@ std::vector<Tensor> conv(const OpInputs& in, bool nhwc) {
   } else {  // asymmetric: pad first, convolve without padding
     std::vector<int64_t> before{0, 0, win.before[0], win.before[1]}, after{0, 0, win.after[0], win.after[1]};
     if (nhwc) before = {0, win.before[0], win.before[1], 0}, after = {0, win.after[0], win.after[1], 0};
+    if (blocked) before.push_back(0), after.push_back(0);
     src = ops::pad(x, before, after, 0.0, stage_name(in, 0, "_pad"));
   }
   bool bias = in.given(2);
   std::string name = stage_name(in, 0, bias ? "_conv" : "");
-  Tensor y = nhwc ? (depthwise ? ops::depthwise_conv2d_nhwc(src, w, p, name) : ops::conv2d_nhwc(src, w, p, name))
-                  : (depthwise ? ops::depthwise_conv2d_nchw(src, w, p, name) : ops::conv2d_nchw(src, w, p, name));
-  return {bias ? add_bias(in, y, in[2], nhwc ? 3 : 1) : y};
+  Tensor y = blocked ? ops::conv2d_nchwc(src, w, p, name)
+             : nhwc  ? (depthwise ? ops::depthwise_conv2d_nhwc(src, w, p, name) : ops::conv2d_nhwc(src, w, p, name))
+                     : (depthwise ? ops::depthwise_conv2d_nchw(src, w, p, name) : ops::conv2d_nchw(src, w, p, name));
+  if (!bias) return {y};
+  if (!blocked) return {add_bias(in, y, in[2], nhwc ? 3 : 1)};
+  const Tensor& b = in[2];
+  Expr kb = int(ws[5]);
+  return {output(y.shape(), [&](const std::vector<Var>& i) { return y(exprs(i)) + b(i[1] * kb + i[4]); }, in,
+                 "broadcast")};
 }
 
 std::vector<Tensor> gemm(const OpInputs& in) {
@@ -180,12 +193,13 @@ std::vector<Tensor> matmul(const OpInputs& in) {
   }, in, "batch_matmul")};
 }
 
-std::vector<Tensor> pool(const OpInputs& in, bool is_max) {
+// In NCHWc (`blocked`, which the layout pass makes) the channel block follows the spatial axes.
+std::vector<Tensor> pool(const OpInputs& in, bool is_max, bool blocked) {
   const Tensor& x = in[0];
-  if (x.ndim() < 3) in.fail("the input must be [N, C, spatial...]");
+  if (x.ndim() < 3 + blocked) in.fail("the input must be [N, C, spatial...]");
   if (in.node.outputs.size() > 1 && in.node.outputs[1] >= 0) in.fail("the Indices output is not supported");
-  size_t n = size_t(x.ndim() - 2);
-  std::vector<int64_t> spatial(x.shape().begin() + 2, x.shape().end());
+  size_t n = size_t(x.ndim() - 2 - blocked);
+  std::vector<int64_t> spatial(x.shape().begin() + 2, x.shape().begin() + 2 + int64_t(n));
   Window w = window(in, spatial, in.node.attr_ints("kernel_shape"), in.node.attr_int("ceil_mode", 0) != 0);
   if (!is_max && w.dilation != std::vector<int64_t>(n, 1)) in.fail("AveragePool has no dilations before opset 19");
   // Pad to cover every window, ceil mode's extra one included.
@@ -195,6 +209,7 @@ std::vector<Tensor> pool(const OpInputs& in, bool is_max) {
     int64_t need = (w.out[d] - 1) * w.stride[d] + (w.kernel[d] - 1) * w.dilation[d] + 1;
     after.push_back(std::max<int64_t>(0, need - spatial[d] - w.before[d]));
   }
+  if (blocked) before.push_back(0), after.push_back(0);
   DType t = x.dtype();
   double fill = is_max ? (t.is_float() ? -std::numeric_limits<double>::infinity()
                                        : t.is_uint() ? 0.0 : -std::pow(2.0, t.bits - 1))
@@ -205,10 +220,12 @@ std::vector<Tensor> pool(const OpInputs& in, bool is_max) {
   for (size_t d = 0; d < n; ++d) r.push_back(reduce_axis(w.kernel[d], "r" + std::to_string(d)));
   std::vector<int64_t> shape{x.shape()[0], x.shape()[1]};
   shape.insert(shape.end(), w.out.begin(), w.out.end());
+  if (blocked) shape.push_back(x.shape().back());
   auto window_at = [&](const std::vector<Var>& i) {
     std::vector<Expr> at{i[0], i[1]};
     for (size_t d = 0; d < n; ++d)
       at.push_back(i[d + 2] * Expr(int(w.stride[d])) + r[d].var() * Expr(int(w.dilation[d])));
+    if (blocked) at.push_back(i.back());
     return at;
   };
   if (is_max)
@@ -284,16 +301,27 @@ std::vector<Tensor> layer_norm(const OpInputs& in) {
 }  // namespace
 
 void add_nn_ops(OpTable& t) {
-  t["Conv"] = [](const OpInputs& in) { return conv(in, false); };
-  t["tessel.ConvNhwc"] = [](const OpInputs& in) { return conv(in, true); };
+  t["Conv"] = [](const OpInputs& in) { return conv(in, Layout::NCHW); };
+  t["tessel.ConvNhwc"] = [](const OpInputs& in) { return conv(in, Layout::NHWC); };
+  t["tessel.ConvNchwc"] = [](const OpInputs& in) { return conv(in, Layout::NCHWc); };
   t["Gemm"] = gemm;
   t["MatMul"] = matmul;
-  t["MaxPool"] = [](const OpInputs& in) { return pool(in, true); };
-  t["AveragePool"] = [](const OpInputs& in) { return pool(in, false); };
-  t["GlobalAveragePool"] = [](const OpInputs& in) {
-    std::vector<int64_t> axes;
-    for (int k = 2; k < in[0].ndim(); ++k) axes.push_back(k);
-    return std::vector<Tensor>{reduce(in[0], axes, true, "mean", stage_name(in))};
+  t["MaxPool"] = [](const OpInputs& in) { return pool(in, true, false); };
+  t["AveragePool"] = [](const OpInputs& in) { return pool(in, false, false); };
+  t["tessel.MaxPoolNchwc"] = [](const OpInputs& in) { return pool(in, true, true); };
+  t["tessel.AveragePoolNchwc"] = [](const OpInputs& in) { return pool(in, false, true); };
+  for (bool blocked : {false, true})
+    t[blocked ? "tessel.GlobalAveragePoolNchwc" : "GlobalAveragePool"] = [blocked](const OpInputs& in) {
+      std::vector<int64_t> axes;
+      for (int k = 2; k < in[0].ndim() - blocked; ++k) axes.push_back(k);
+      return std::vector<Tensor>{reduce(in[0], axes, true, "mean", stage_name(in))};
+    };
+  // The layout pass's transforms into NCHWc (attribute `block`: channels per block) and back.
+  t["tessel.ToNchwc"] = [](const OpInputs& in) {
+    return std::vector<Tensor>{ops::nchw_to_nchwc(in[0], in.node.attr_int("block", 8), stage_name(in))};
+  };
+  t["tessel.FromNchwc"] = [](const OpInputs& in) {
+    return std::vector<Tensor>{ops::nchwc_to_nchw(in[0], stage_name(in))};
   };
   t["BatchNormalization"] = [](const OpInputs& in) {
     if (in.node.attr_int("training_mode", 0) || (in.node.opset < 14 && in.node.outputs.size() > 1))

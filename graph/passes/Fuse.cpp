@@ -14,10 +14,11 @@ OpKind op_kind(const std::string& op) {
   static const std::set<std::string> elemwise = {
       "Add", "Sub", "Mul", "Div", "Pow", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Neg", "Reciprocal", "Sqrt",
       "Clip", "LeakyRelu", "Cast", "Identity", "Dropout", "BatchNormalization"};
-  static const std::set<std::string> complex = {"Conv", "tessel.ConvNhwc", "Gemm", "MatMul", "MaxPool",
-                                                "AveragePool", "Softmax",
-                                                "LayerNormalization"};
-  static const std::set<std::string> reduce = {"ReduceSum", "ReduceMean", "ReduceMax", "GlobalAveragePool"};
+  static const std::set<std::string> complex = {
+      "Conv", "tessel.ConvNhwc", "tessel.ConvNchwc", "Gemm", "MatMul", "MaxPool", "AveragePool", "tessel.MaxPoolNchwc",
+      "tessel.AveragePoolNchwc", "Softmax", "LayerNormalization"};
+  static const std::set<std::string> reduce = {"ReduceSum", "ReduceMean", "ReduceMax", "GlobalAveragePool",
+                                               "tessel.GlobalAveragePoolNchwc"};
   if (elemwise.count(op)) return OpKind::Elemwise;
   if (complex.count(op)) return OpKind::Complex;
   if (reduce.count(op)) return OpKind::Reduce;

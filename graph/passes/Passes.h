@@ -16,9 +16,11 @@ Graph fold_batch_norm(Graph g);
 // Splits operators where that helps: a batch norm left alone becomes Mul and Add by constants.
 Graph split_operators(Graph g);
 
-// Runs convolutions and the element-wise nodes between them in NHWC (tessel.ConvNhwc), with
-// Transposes only where a value enters or leaves such a chain.
-Graph plan_layout_nhwc(Graph g);
+// Runs convolutions and the element-wise nodes between them in NHWC (tessel.ConvNhwc), or
+// those and the pools in NCHWc with blocks of one `target` vector (tessel.ConvNchwc, ...),
+// with transforms only where a value enters or leaves such a chain.
+enum class LayoutPlan { NHWC, NCHWc };
+Graph plan_layout(Graph g, LayoutPlan layout, const Target& target);
 
 enum class OpKind { Elemwise, Injective, Reduce, Complex };
 OpKind op_kind(const std::string& onnx_op);

@@ -116,6 +116,10 @@ Module build(const Schedule& sch, const std::vector<Tensor>& args, const BuildOp
 // Threads used by parallel loops (default: all cores, or TESSEL_NUM_THREADS).
 void set_num_threads(int n);
 int num_threads();
+// Runs body(begin, end) over runs of [0, n) on those threads: a vendor library called between
+// Tessel's kernels (graph::compile's oneDNN candidates) works on them rather than on threads of
+// its own, which would spin, unyielding, while Tessel's next kernel runs.
+void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& body);
 
 // What LLVM says about this machine: "znver4 +avx512f ...".
 std::string host_cpu_name();

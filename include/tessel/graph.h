@@ -118,7 +118,8 @@ struct CompileOptions {
   std::string select = "log";
   // "model": tensors in the model's layout; "NHWC": convolutions and the element-wise nodes
   // between them in NHWC, transposed only where a chain begins and ends (Tessel's depthwise
-  // convolutions are faster with channels last).
+  // convolutions are faster with channels last); "NCHWc": those and the pools in NCHW[x]c,
+  // blocks of one vector of channels (grouped convolutions stay in NCHW).
   std::string layout = "model";
 };
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -147,6 +148,12 @@ thread_local bool ThreadPool::in_worker_ = false;
 
 void set_num_threads(int n) { ThreadPool::get().resize(n); }
 int num_threads() { return ThreadPool::get().size(); }
+
+void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& body) {
+  using Body = std::function<void(int64_t, int64_t)>;
+  auto task = [](int64_t b, int64_t e, void* f) { (*static_cast<const Body*>(f))(b, e); };
+  ThreadPool::get().run(task, const_cast<Body*>(&body), 0, n);
+}
 
 }  // namespace tessel
 
