@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "autotune/Measure.h"
 
 #include <poll.h>
@@ -85,9 +86,14 @@ std::string seconds_text(double s) {
         fail(ErrorCode::WrongAnswer, "output '" + w.args[inputs.size() + i].name() + "' differs from the default "
              "schedule's by " + std::to_string(err) + " (relative)");
     }
+    std::vector<Buffer> warm;  // with flush_caches: the inputs other than the weights
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (std::find(w.constants.begin(), w.constants.end(), w.args[i].name()) == w.constants.end())
+        warm.push_back(inputs[i]);
     std::vector<double> costs = best_known > 0 && first > kHopeless * best_known
                                     ? std::vector<double>{first}
-                                    : time_module(m, args, opts.repeat, opts.number, opts.min_repeat_ms, progress, first);
+                                    : time_module(m, args, opts.repeat, opts.number, opts.min_repeat_ms, progress,
+                                                  first, opts.flush_caches ? &warm : nullptr);
     std::string line = "R";
     for (double c : costs) line += ' ' + seconds_text(c);
     write_all(out_fd, line + "\n");
@@ -196,12 +202,28 @@ void finish(Worker& wk, ErrorCode timeout_code, const char* phase, double timeou
 }  // namespace
 
 std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args, int repeat, int number,
-                                double min_repeat_ms, const std::function<void()>& after_batch, double warm_run) {
+                                double min_repeat_ms, const std::function<void()>& after_batch, double warm_run,
+                                const std::vector<Buffer>* flush) {
   std::vector<void*> ptrs;
   for (auto& b : args) ptrs.push_back(b.raw());
   auto done = [&] {
     if (after_batch) after_batch();
   };
+  std::vector<double> costs;
+  if (flush) {
+    while (int(costs.size()) < std::max(1, repeat)) {
+      double s = 0;
+      for (int i = 0; i < 3; ++i) {
+        flush_caches(*flush);
+        auto t = Clock::now();
+        m.call_raw(ptrs.data());
+        s += seconds_since(t);
+      }
+      costs.push_back(s / 3);
+      done();
+    }
+    return costs;
+  }
   auto batch = [&](int n) {
     auto t = Clock::now();
     for (int i = 0; i < n; ++i) m.call_raw(ptrs.data());
@@ -209,7 +231,6 @@ std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args
     done();
     return s;
   };
-  std::vector<double> costs;
   int n = std::max(1, number);
   if (number <= 0) {
     // A call just made warmed the caches. Its time sizes the first batch (it ran cold, so

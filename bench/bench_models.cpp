@@ -119,14 +119,15 @@ int main(int argc, char** argv) {
   std::string only = argc > 5 ? argv[5] : "";  // one network by name
   fs::create_directories(dir);
   std::string script = std::string(TESSEL_SOURCE_DIR) + "/bench/ort_run.py";
-  // Each network in the layout its convolutions are fastest in here (MobileNetV2's depthwise
-  // layers: channels last), with the log tuned in that layout.
+  // Each network in the layout its convolutions are fastest in here (ResNet-50: NCHW8c, where
+  // oneDNN's convolutions are candidates too; MobileNetV2's depthwise layers: channels last),
+  // with the log tuned in that layout.
   struct Model {
     std::string name, log, layout;
     std::string (*make)();
   };
   std::vector<Model> list = {
-      {"resnet50", "resnet50_graph", "model", [] { return graph::models::resnet(50); }},
+      {"resnet50", "resnet50_nchwc_graph", "NCHWc", [] { return graph::models::resnet(50); }},
       {"mobilenetv2", "mobilenetv2_nhwc_graph", "NHWC", [] { return graph::models::mobilenet_v2(); }},
       {"bert_layer", "bert_layer_graph", "model", [] { return graph::models::bert_layer(); }},
   };
@@ -163,7 +164,7 @@ int main(int argc, char** argv) {
         std::string prefix = m.name + "|" + std::to_string(threads) + "|";
         std::string ort_out = (dir / (m.name + ".ort.bin")).string();
         keep(prefix + "onnxruntime", run_ort(python, script, model, in_path, ort_out, threads, runs), 0, "");
-        // Default schedules; the log's tuned ones; and those against OpenBLAS, measured per kernel.
+        // Default schedules; the log's tuned ones; and those against OpenBLAS and oneDNN, measured per kernel.
         for (std::string how : {"default", "tuned", "tuned+select"}) {
           bool tuned = how != "default";
           if (tuned && !fs::exists(log)) continue;

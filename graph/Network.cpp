@@ -31,40 +31,17 @@ void call(const Step& s, const std::vector<Buffer>& args) {
   else s.module(args);
 }
 
-double time_step(const Step& s, const std::vector<Buffer>& args, int runs) {
-  if (!s.vendor) return s.module.time(args, runs);
-  s.vendor->run(args);
-  auto t = std::chrono::steady_clock::now();
-  for (int r = 0; r < runs; ++r) s.vendor->run(args);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count() / runs;
-}
-
 namespace {
-// Seconds of the fastest of `calls` calls of a step as a network runs it: its weights out of
-// the caches (each kernel's weights were last read a whole network ago, and ResNet-50's
-// stage-4 convolutions read 9 MB of them), its other inputs in them (the kernel before wrote
-// them). Timed warm, kernels that read their weights many times looked faster than they run.
+// Seconds of the fastest of `calls` calls of a step as a network runs it (flush_caches): its
+// weights from memory, its other inputs from the caches.
 double time_in_network(const Step& s, const std::vector<Buffer>& args, const std::vector<bool>& constant, int calls) {
-  static std::vector<char> evict = [] {
-    int64_t l3 = 32 << 20;
-    if (std::FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r")) {
-      long kb = 0;
-      if (std::fscanf(f, "%ldK", &kb) == 1 && kb > 0) l3 = int64_t(kb) << 10;
-      std::fclose(f);
-    }
-    return std::vector<char>(size_t(2 * l3));
-  }();
+  std::vector<Buffer> warm;
+  for (size_t a = 0; a < args.size(); ++a)
+    if (!constant[a]) warm.push_back(args[a]);
   call(s, args);  // prepares rewritten weights
   double best = 1e30;
   for (int c = 0; c < calls; ++c) {
-    // Read and written line by line: a large memset streams past the caches.
-    for (size_t i = 0; i < evict.size(); i += 64) evict[i] = char(evict[i] + 1);
-    float touched = 0;
-    for (size_t a = 0; a < args.size(); ++a)
-      if (!constant[a] && args[a].dtype() == float32)
-        for (int64_t i = 0; i < args[a].size(); i += 16) touched += args[a].data<float>()[i];
-    volatile float keep = touched;
-    (void)keep;
+    flush_caches(warm);
     auto t = std::chrono::steady_clock::now();
     call(s, args);
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
@@ -224,18 +201,24 @@ std::vector<autotune::TaskResult> tune(const Graph& input, const autotune::TuneO
   }
   TESSEL_USER_CHECK(!tasks.empty(), "the network has no kernel worth tuning (no convolution, matmul, pooling or "
                     "normalisation)");
-  return autotune::tune_tasks(tasks, weights, tuning);
+  // Timed with their weights read from memory, as the network runs them.
+  autotune::TuneOptions in_network = tuning;
+  in_network.flush_caches = true;
+  return autotune::tune_tasks(tasks, weights, in_network);
 }
 
 std::vector<Buffer> Network::run(const std::vector<Buffer>& inputs) const { return run(inputs, nullptr); }
 
-std::vector<Buffer> Network::run(const std::vector<Buffer>& inputs,
-                                 const std::function<void(const std::string&, const Buffer&)>& each) const {
-  TESSEL_USER_CHECK(impl_, "running an empty Network; compile() one first");
-  const Graph& g = impl_->graph;
+namespace {
+// The kernels in order over the network's buffers; `seconds`, if given, gets each one's time
+// as it ran.
+std::vector<Buffer> run_steps(NetworkImpl& impl, const std::vector<Buffer>& inputs,
+                              const std::function<void(const std::string&, const Buffer&)>& each,
+                              std::vector<double>* seconds) {
+  const Graph& g = impl.graph;
   TESSEL_USER_CHECK(inputs.size() == g.inputs.size(), "the network takes ", g.inputs.size(), " inputs, ",
                     inputs.size(), " were given");
-  std::vector<Buffer>& env = impl_->values;
+  std::vector<Buffer>& env = impl.values;
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Value& v = g.values[size_t(g.inputs[k])];
     TESSEL_USER_CHECK(inputs[k].dtype() == v.dtype && inputs[k].shape() == v.shape, "input ", k, " ('", v.name,
@@ -243,11 +226,14 @@ std::vector<Buffer> Network::run(const std::vector<Buffer>& inputs,
     env[size_t(g.inputs[k])] = inputs[k];
   }
   std::vector<Buffer> args;
-  for (const Step& s : impl_->steps) {
+  for (size_t k = 0; k < impl.steps.size(); ++k) {
+    const Step& s = impl.steps[k];
     args.clear();
     for (int id : s.inputs) args.push_back(env[size_t(id)]);
     for (int id : s.outputs) args.push_back(env[size_t(id)]);
+    auto t = std::chrono::steady_clock::now();
     call(s, args);
+    if (seconds) (*seconds)[k] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
     if (each)
       for (int id : s.outputs) each(g.values[size_t(id)].name, env[size_t(id)]);
   }
@@ -256,19 +242,28 @@ std::vector<Buffer> Network::run(const std::vector<Buffer>& inputs,
   for (size_t k = 0; k < inputs.size(); ++k) env[size_t(g.inputs[k])] = Buffer();  // not kept alive
   return out;
 }
+}  // namespace
 
+std::vector<Buffer> Network::run(const std::vector<Buffer>& inputs,
+                                 const std::function<void(const std::string&, const Buffer&)>& each) const {
+  TESSEL_USER_CHECK(impl_, "running an empty Network; compile() one first");
+  return run_steps(*impl_, inputs, each, nullptr);
+}
+
+// Each kernel timed where it runs, between the others: with its weights out of the caches, as
+// they are in a run (each kernel timed alone, repeatedly, found them in the caches).
 void Network::profile(const std::vector<Buffer>& inputs, int runs) const {
-  run(inputs);  // the intermediate tensors of a real run, for each kernel timed alone
-  const Graph& g = impl_->graph;
-  for (Step& st : impl_->steps) {
-    std::vector<Buffer> args;
-    for (int id : st.inputs) {
-      auto in = std::find(g.inputs.begin(), g.inputs.end(), id);
-      args.push_back(in != g.inputs.end() ? inputs[size_t(in - g.inputs.begin())] : impl_->values[size_t(id)]);
-    }
-    for (int id : st.outputs) args.push_back(impl_->values[size_t(id)]);
-    call(st, args);  // prepares rewritten weights before timing
-    st.seconds = time_step(st, args, runs);
+  TESSEL_USER_CHECK(impl_, "profiling an empty Network; compile() one first");
+  run(inputs);  // prepares rewritten weights
+  std::vector<std::vector<double>> times(impl_->steps.size(), std::vector<double>(size_t(std::max(1, runs))));
+  std::vector<double> once(impl_->steps.size());
+  for (int r = 0; r < std::max(1, runs); ++r) {
+    run_steps(*impl_, inputs, nullptr, &once);
+    for (size_t k = 0; k < once.size(); ++k) times[k][size_t(r)] = once[k];
+  }
+  for (size_t k = 0; k < times.size(); ++k) {
+    std::nth_element(times[k].begin(), times[k].begin() + int64_t(times[k].size() / 2), times[k].end());
+    impl_->steps[k].seconds = times[k][times[k].size() / 2];
   }
   impl_->profiled = true;
 }

@@ -22,9 +22,8 @@ struct Step {
   double seconds = 0;                // median time, after profile()
 };
 
-// Calls a step's kernel; times it (seconds per call over `runs` calls).
+// Calls a step's kernel.
 void call(const Step& s, const std::vector<Buffer>& args);
-double time_step(const Step& s, const std::vector<Buffer>& args, int runs);
 
 class NetworkImpl {
  public:

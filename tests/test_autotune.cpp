@@ -552,6 +552,23 @@ TEST(Autotune, TinyKernelsHaveNonZeroCosts) {
     for (double c : rec.costs) EXPECT_GT(c, 0) << steps_to_json(rec.steps);
 }
 
+// Timed as in a network (graph::tune): each call after the caches are emptied, every repeat
+// recorded.
+TEST(Autotune, CacheFlushedTimingsAreRecordedPerRepeat) {
+  Workload w = make_workload("dense", parse_shape("M=8,N=64,K=64"));
+  TuneOptions o = small(4);
+  o.log = tmp("flushed.json");
+  o.flush_caches = true;
+  tune(w, o);
+  auto recs = read_log(o.log);
+  ASSERT_GE(recs.size(), 4u);
+  for (auto& rec : recs) {
+    if (!rec.ok() || rec.costs.size() == 1) continue;  // a hopeless candidate keeps its first run
+    EXPECT_EQ(int(rec.costs.size()), o.repeat);
+    for (double c : rec.costs) EXPECT_GT(c, 0);
+  }
+}
+
 // The run timeout catches a hung kernel, not a slow one: a candidate whose measurement
 // takes far longer than the timeout in all, but makes progress within it, is measured.
 TEST(Autotune, SlowButProgressingCandidateIsMeasuredNotTimedOut) {

@@ -229,6 +229,11 @@ TEST(Graph, VendorGemmWithATesselEpilogueMatchesAndSelectionPicksTheFastest) {
   Buffer want = compile(g, {.rewrite = false, .fuse = false}).run({in})[0];
   // Every part that starts with a MatMul or Gemm, run by OpenBLAS and its Tessel epilogue.
   EXPECT_EQ(check_vendor_kernels(optimize(g), "openblas"), 2);
+  // A product of two rows, sliced over the threads by columns; A and B transposed.
+  OnnxBuilder few;
+  few.output(few.node("Gemm", {few.input("x", float32, {16, 2}), few.random("w", {40, 16}, 0.3)},
+                      {{"transA", 1}, {"transB", 1}}));
+  EXPECT_EQ(check_vendor_kernels(optimize(few.graph()), "openblas"), 1);
   Network net = compile(g, {.select = "measure"});
   net.profile({in});
   std::printf("%s", net.report().c_str());

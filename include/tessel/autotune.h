@@ -72,6 +72,9 @@ struct TuneOptions {
   int repeat = 3;                 // timing repeats (each the mean of `number` runs)
   int number = 0;                 // runs per repeat; 0 = as many as min_repeat_ms needs
   double min_repeat_ms = 40;
+  // Each timed call after flush_caches(): the weights read from memory, as in a network
+  // (graph::tune sets it); a repeat is then the mean of 3 calls.
+  bool flush_caches = false;
   uint64_t seed = 1;
   int threads = 0;                // threads kernels run with; 0 = all cores
   int build_workers = 0;          // candidates compiled at once; 0 = cores

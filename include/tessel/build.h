@@ -116,6 +116,11 @@ Module build(const Schedule& sch, const std::vector<Tensor>& args, const BuildOp
 // Threads used by parallel loops (default: all cores, or TESSEL_NUM_THREADS).
 void set_num_threads(int n);
 int num_threads();
+// Empties the CPU caches (a buffer of twice the last-level cache read and written line by
+// line), then reads `warm` back in: a kernel timed next reads everything else (its weights)
+// from memory, as it does in a network, and its inputs from the caches, where the kernel
+// before left them.
+void flush_caches(const std::vector<Buffer>& warm);
 // Runs body(begin, end) over runs of [0, n) on those threads: a vendor library called between
 // Tessel's kernels (graph::compile's oneDNN candidates) works on them rather than on threads of
 // its own, which would spin, unyielding, while Tessel's next kernel runs.

@@ -145,7 +145,8 @@ class Network {
   int num_tuned() const;           // kernels built from a tuning log's record
   int64_t arena_bytes() const;     // the planned arena
   int64_t separate_bytes() const;  // the intermediate tensors, one buffer each
-  // Runs the network `runs` times and keeps each kernel's median time for report().
+  // Runs the network `runs` times and keeps each kernel's median time for report(), timed in
+  // the run, between the others (its weights out of the caches, as in every run).
   void profile(const std::vector<Buffer>& inputs, int runs = 10) const;
   // Writes the network to directory `dir` for deployment without the compiler: its kernels as
   // one shared library (network.so, the runtime linked in), the weights as the kernels read
@@ -168,7 +169,8 @@ Graph optimize(const Graph& g, const CompileOptions& opts = {});
 // Tunes a network: each distinct fused kernel that has a reduction (convolution, matmul,
 // pooling, normalisation) is one task, weighted by how many kernels of the network it is; the
 // task scheduler spreads `tuning.trials` over them, appending to `tuning.log` (resume with
-// `tuning.resume`). compile() with `log` set then builds the tuned kernels.
+// `tuning.resume`). Candidates are timed as the network runs them, their weights read from
+// memory (TuneOptions::flush_caches). compile() with `log` set then builds the tuned kernels.
 std::vector<autotune::TaskResult> tune(const Graph& g, const autotune::TuneOptions& tuning,
                                        const CompileOptions& opts = {});
 

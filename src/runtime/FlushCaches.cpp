@@ -1,0 +1,42 @@
+// Empties the CPU's caches before a timed call, so that a kernel reads its weights from
+// memory as it does in a network, where each kernel's weights were last read a whole network
+// ago (TVM's enable_cpu_cache_flush). A kernel timed warm that reads its weights many times
+// looked faster than it runs: ResNet-50's stage-4 3x3 convolutions (9 MB of weights) ran
+// 2.3 ms alone, 3.9 ms in the network.
+#include <cstdio>
+#include <vector>
+
+#include "tessel/build.h"
+
+namespace tessel {
+
+namespace {
+int64_t last_level_cache_bytes() {
+  int64_t bytes = 32 << 20;
+  for (const char* level : {"index3", "index2"}) {
+    std::string path = std::string("/sys/devices/system/cpu/cpu0/cache/") + level + "/size";
+    if (std::FILE* f = std::fopen(path.c_str(), "r")) {
+      long kb = 0;
+      bool read = std::fscanf(f, "%ldK", &kb) == 1 && kb > 0;
+      std::fclose(f);
+      if (read) return int64_t(kb) << 10;
+    }
+  }
+  return bytes;
+}
+}  // namespace
+
+void flush_caches(const std::vector<Buffer>& warm) {
+  static std::vector<char> evict(size_t(2 * last_level_cache_bytes()));
+  // Read and written line by line: a large memset streams past the caches.
+  for (size_t i = 0; i < evict.size(); i += 64) evict[i] = char(evict[i] + 1);
+  float sum = 0;
+  for (const Buffer& b : warm) {
+    const char* p = static_cast<const char*>(b.raw());
+    for (int64_t i = 0; i < b.bytes(); i += 64) sum += float(p[i]);
+  }
+  volatile float keep = sum;
+  (void)keep;
+}
+
+}  // namespace tessel
