@@ -70,9 +70,13 @@ std::shared_ptr<VendorKernel> vendor_kernel(const Graph& g, const Part& p, const
       int64_t n = by_rows ? N : to - from;
       const float* a_at = by_rows ? a + from * (ta ? 1 : K) : a;
       const float* b_at = by_rows ? b : b + from * (tb ? K : 1);
-      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
-                  int(K), 1.0f, a_at, ta ? int(M) : int(K), b_at, tb ? int(K) : int(N), ic >= 0 ? 1.0f : 0.0f,
-                  out + (by_rows ? from * N : from), int(N));
+      float beta = ic >= 0 ? 1.0f : 0.0f, *out_at = out + (by_rows ? from * N : from);
+      if (m == 1)  // a classifier's one row: SGEMM would first pack all of B, a pass more over the weights
+        cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, tb ? int(n) : int(K), tb ? int(K) : int(n), 1.0f,
+                    b_at, tb ? int(K) : int(N), a_at, 1, beta, out_at, 1);
+      else
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
+                    int(K), 1.0f, a_at, ta ? int(M) : int(K), b_at, tb ? int(K) : int(N), beta, out_at, int(N));
     });
     if (product_out) return;
     std::vector<Buffer> e;

@@ -229,11 +229,17 @@ TEST(Graph, VendorGemmWithATesselEpilogueMatchesAndSelectionPicksTheFastest) {
   Buffer want = compile(g, {.rewrite = false, .fuse = false}).run({in})[0];
   // Every part that starts with a MatMul or Gemm, run by OpenBLAS and its Tessel epilogue.
   EXPECT_EQ(check_vendor_kernels(optimize(g), "openblas"), 2);
-  // A product of two rows, sliced over the threads by columns; A and B transposed.
-  OnnxBuilder few;
-  few.output(few.node("Gemm", {few.input("x", float32, {16, 2}), few.random("w", {40, 16}, 0.3)},
-                      {{"transA", 1}, {"transB", 1}}));
-  EXPECT_EQ(check_vendor_kernels(optimize(few.graph()), "openblas"), 1);
+  // Products of two rows and of one (a matrix-vector product), sliced over the threads by
+  // columns; A and B transposed, or not.
+  for (int64_t rows : {2, 1})
+    for (int64_t trans : {0, 1}) {
+      OnnxBuilder few;
+      std::vector<int64_t> a = trans ? std::vector<int64_t>{16, rows} : std::vector<int64_t>{rows, 16};
+      std::vector<int64_t> w = trans ? std::vector<int64_t>{40, 16} : std::vector<int64_t>{16, 40};
+      few.output(few.node("Gemm", {few.input("x", float32, a), few.random("w", w, 0.3), few.random("c", {40}, 0.3)},
+                          {{"transA", trans}, {"transB", trans}}));
+      EXPECT_EQ(check_vendor_kernels(optimize(few.graph()), "openblas"), 1) << rows << " rows, transposed " << trans;
+    }
   Network net = compile(g, {.select = "measure"});
   net.profile({in});
   std::printf("%s", net.report().c_str());
