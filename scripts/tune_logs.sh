@@ -23,3 +23,18 @@ tune resnet50_conv2d --workloads tuning_logs/resnet50_conv2d.txt --trials 2900 -
 for list in resnet50_conv2d_nchw:5888 resnet50_conv2d_nhwc:5888 mobilenetv2_conv2d:7680 mobilenetv2_conv2d_nhwc:7680; do
   tune "${list%:*}" --workloads "tuning_logs/${list%:*}.txt" --trials "${list#*:}"
 done
+# The networks of bench_models (it writes them to build/bench/models: run bench/bench_models.sh
+# once first), each in the layout bench_models runs it in; graph tuning times kernels as the
+# network runs them (TuneOptions::flush_caches).
+graph_tune() {  # LOG MODEL LAYOUT TRIALS
+  local log=tuning_logs/$1.json
+  [ -f "$log.gz" ] && [ ! -f "$log" ] && gunzip -k "$log.gz"
+  ./build/tessel-compile "build/bench/models/$2.onnx" --layout "$3" --tune --trials "$4" --log "$log" --resume \
+    --runs 0
+  gzip -9 -f "$log"
+}
+if [ -f build/bench/models/resnet50.onnx ]; then
+  graph_tune resnet50_nchwc_graph resnet50 NCHWc 2500
+  graph_tune mobilenetv2_nhwc_graph mobilenetv2 NHWC 1000
+  graph_tune bert_layer_graph bert_layer model 3000
+fi
