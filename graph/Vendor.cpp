@@ -1,4 +1,5 @@
-// OpenBLAS (and, VendorOnednn.cpp, oneDNN) as candidate implementations (graph::compile with `select = "measure"`).
+// OpenBLAS as a candidate implementation (graph::compile with `select = "measure"`); oneDNN's
+// convolutions are in VendorOnednn.cpp.
 #include "graph/Vendor.h"
 
 #include <cblas.h>
@@ -60,7 +61,7 @@ std::shared_ptr<VendorKernel> vendor_kernel(const Graph& g, const Part& p, const
       for (int64_t r = 0; r < M; ++r) std::memcpy(out + r * N, args[size_t(ic)].raw(), size_t(N) * sizeof(float));
     // One slice of the product's rows (or, for a few rows, columns) per thread, each an OpenBLAS
     // call of one thread on Tessel's threads: OpenBLAS's own threads spin after each call and
-    // took a core from the next Tessel kernel (the BERT layer at 2 threads: 13.5 -> 17.2 ms).
+    // take a core from the next Tessel kernel.
     openblas_set_num_threads(1);
     bool by_rows = M >= N || M >= 64;
     int64_t extent = by_rows ? M : N, slices = std::min<int64_t>(num_threads(), extent);
@@ -71,7 +72,7 @@ std::shared_ptr<VendorKernel> vendor_kernel(const Graph& g, const Part& p, const
       const float* a_at = by_rows ? a + from * (ta ? 1 : K) : a;
       const float* b_at = by_rows ? b : b + from * (tb ? K : 1);
       float beta = ic >= 0 ? 1.0f : 0.0f, *out_at = out + (by_rows ? from * N : from);
-      if (m == 1)  // a classifier's one row: SGEMM would first pack all of B, a pass more over the weights
+      if (m == 1)  // a classifier's one row: SGEMM would pack all of B first, one more pass over the weights
         cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, tb ? int(n) : int(K), tb ? int(K) : int(n), 1.0f,
                     b_at, tb ? int(K) : int(N), a_at, 1, beta, out_at, 1);
       else

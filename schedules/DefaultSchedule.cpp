@@ -550,7 +550,7 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       } else {
         schedule_reduction(s, name);
         // A pool reads its input in place, the padding a condition per tap, not from a padded
-        // copy made first (ResNet-50's max pool, NCHW8c: 2.6 -> 0.3 ms).
+        // copy made first: the copy is a pass over the whole input for a few operations a tap.
         const OperationNode* input = op->inputs()[0].get();
         if (op->tag == "pool" && input->tag == "pad") s[input->name].compute_inline(), done.insert(input->name);
       }

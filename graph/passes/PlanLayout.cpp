@@ -3,12 +3,12 @@
 // one: one transform in per value that enters a chain, one back per value that leaves it
 // (graph.md §2: transforms only where a consumer needs another layout, shared by all
 // consumers). Weights are transformed here, once.
-// - NHWC: Tessel's depthwise convolutions keep the channels as the vector (MobileNetV2's
-//   depthwise layers in NCHW reached 0.28-0.90x oneDNN tuned, 0.69-1.99x in NHWC).
+// - NHWC: Tessel's depthwise convolutions keep the channels as the vector, which NCHW's
+//   depthwise layers could not.
 // - NCHWc, blocks of one vector of channels: a convolution's accumulators are its output's
 //   own layout, so a fused bias, residual and activation read and write whole vectors, and
-//   pools vectorize over the block whatever their stride. In NCHW the 1x1 convolutions of
-//   ResNet-50 transposed their accumulator tile in the epilogue, by gathers.
+//   pools vectorize over the block whatever their stride (in NCHW, a 1x1 convolution's
+//   epilogue transposed its accumulator tile by gathers).
 #include <cstring>
 #include <map>
 #include <set>
