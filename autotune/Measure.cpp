@@ -1,4 +1,3 @@
-#include <algorithm>
 #include "autotune/Measure.h"
 
 #include <poll.h>
@@ -6,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -87,7 +87,7 @@ std::string seconds_text(double s) {
              "schedule's by " + std::to_string(err) + " (relative)");
     }
     std::vector<Buffer> warm;  // with flush_caches: the inputs other than the weights
-    for (size_t i = 0; i < inputs.size(); ++i)
+    for (size_t i = 0; opts.flush_caches && i < inputs.size(); ++i)
       if (std::find(w.constants.begin(), w.constants.end(), w.args[i].name()) == w.constants.end())
         warm.push_back(inputs[i]);
     std::vector<double> costs = best_known > 0 && first > kHopeless * best_known

@@ -33,11 +33,8 @@ void call(const Step& s, const std::vector<Buffer>& args) {
 
 namespace {
 // Seconds of the fastest of `calls` calls of a step as a network runs it (flush_caches): its
-// weights from memory, its other inputs from the caches.
-double time_in_network(const Step& s, const std::vector<Buffer>& args, const std::vector<bool>& constant, int calls) {
-  std::vector<Buffer> warm;
-  for (size_t a = 0; a < args.size(); ++a)
-    if (!constant[a]) warm.push_back(args[a]);
+// weights from memory, its other arguments (`warm`) from the caches.
+double time_in_network(const Step& s, const std::vector<Buffer>& args, const std::vector<Buffer>& warm, int calls) {
   call(s, args);  // prepares rewritten weights
   double best = 1e30;
   for (int c = 0; c < calls; ++c) {
@@ -52,17 +49,17 @@ double time_in_network(const Step& s, const std::vector<Buffer>& args, const std
 // `select = "measure"`: the step's kernel (tuned or default), the other of the two, and a
 // vendor kernel, timed on the part's real weights as the network runs them; the fastest stays.
 void choose(const Graph& g, const Part& p, Step& step, const CompileOptions& opts) {
-  std::vector<Buffer> args;
-  std::vector<bool> constant;
+  std::vector<Buffer> args, warm;
   for (int id : p.compute.input_ids) {
     const Value& v = g.values[size_t(id)];
     args.push_back(v.is_constant() ? v.constant : Buffer(v.shape, v.dtype));
-    constant.push_back(v.is_constant());
-    if (!v.is_constant() && v.dtype.is_float()) args.back().fill_random(1);  // integers stay 0: valid indices
+    if (v.is_constant()) continue;
+    if (v.dtype.is_float()) args.back().fill_random(1);  // integers stay 0: valid indices
+    warm.push_back(args.back());
   }
   for (int id : p.compute.output_ids) {
     args.emplace_back(g.values[size_t(id)].shape, g.values[size_t(id)].dtype);
-    constant.push_back(false);
+    warm.push_back(args.back());
   }
   std::vector<Step> candidates{step};
   if (step.schedule == "tuned") {
@@ -81,7 +78,7 @@ void choose(const Graph& g, const Part& p, Step& step, const CompileOptions& opt
   std::vector<double> best(candidates.size(), 1e30);
   for (int round = 0; round < 3; ++round)
     for (size_t c = 0; c < candidates.size(); ++c)
-      best[c] = std::min(best[c], time_in_network(candidates[c], args, constant, 3));
+      best[c] = std::min(best[c], time_in_network(candidates[c], args, warm, 3));
   step = candidates[size_t(std::min_element(best.begin(), best.end()) - best.begin())];
 }
 }  // namespace
@@ -250,8 +247,6 @@ std::vector<Buffer> Network::run(const std::vector<Buffer>& inputs,
   return run_steps(*impl_, inputs, each, nullptr);
 }
 
-// Each kernel timed where it runs, between the others: with its weights out of the caches, as
-// they are in a run (each kernel timed alone, repeatedly, found them in the caches).
 void Network::profile(const std::vector<Buffer>& inputs, int runs) const {
   TESSEL_USER_CHECK(impl_, "profiling an empty Network; compile() one first");
   run(inputs);  // prepares rewritten weights

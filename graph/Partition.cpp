@@ -40,8 +40,8 @@ double node_flops(const Graph& g, const Node& n) {
   if (n.op == "Conv" || n.op == "tessel.ConvNhwc" || n.op == "tessel.ConvNchwc") {
     // each output: a multiply-add per weight of its group
     std::vector<int64_t> w = shape(1);
-    int64_t per = n.op == "Conv"               ? w[1] * w[2] * w[3]
-                  : n.op == "tessel.ConvNchwc" ? w[1] * w[2] * w[3] * w[4]
+    int64_t per = n.op == "Conv"               ? product(w, 1)
+                  : n.op == "tessel.ConvNchwc" ? product(w, 1, 5)
                                                : w[0] * w[1] * (n.attr_int("group", 1) > 1 ? 1 : w[2]);
     return 2.0 * double(out.elements()) * double(per);
   }

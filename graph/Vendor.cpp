@@ -10,6 +10,14 @@
 
 namespace tessel::graph {
 
+int step_argument(const Part& p, int value) {
+  auto in = std::find(p.compute.input_ids.begin(), p.compute.input_ids.end(), value);
+  if (in != p.compute.input_ids.end()) return int(in - p.compute.input_ids.begin());
+  auto out = std::find(p.compute.output_ids.begin(), p.compute.output_ids.end(), value);
+  return out != p.compute.output_ids.end() ? int(p.compute.input_ids.size() + (out - p.compute.output_ids.begin()))
+                                           : -1;
+}
+
 std::shared_ptr<VendorKernel> vendor_kernel(const Graph& g, const Part& p, const Target& target) {
   if (target.is_gpu()) return nullptr;
   if (auto conv = onednn_conv(g, p)) return conv;
@@ -40,14 +48,7 @@ std::shared_ptr<VendorKernel> vendor_kernel(const Graph& g, const Part& p, const
     rest.drop_unread_inputs();
     epilogue = build_kernel(rest, g, {.name = "epilogue", .target = target});
   }
-  // Where each buffer comes from in the step's arguments (part inputs, then outputs).
-  auto arg_of = [&](int id) {
-    auto in = std::find(p.compute.input_ids.begin(), p.compute.input_ids.end(), id);
-    if (in != p.compute.input_ids.end()) return int(in - p.compute.input_ids.begin());
-    auto out = std::find(p.compute.output_ids.begin(), p.compute.output_ids.end(), id);
-    return out != p.compute.output_ids.end() ? int(p.compute.input_ids.size() + (out - p.compute.output_ids.begin()))
-                                             : -1;
-  };
+  auto arg_of = [&](int id) { return step_argument(p, id); };
   int ia = arg_of(mm.inputs[0]), ib = arg_of(mm.inputs[1]), ic = c >= 0 ? arg_of(c) : -1;
   std::vector<int> sources;  // per epilogue argument: a step argument, or -1 for the product
   for (int id : rest.input_ids) sources.push_back(id == v ? -1 : arg_of(id));

@@ -13,5 +13,7 @@ namespace tessel::graph {
 // Null where no vendor kernel computes the part.
 std::shared_ptr<VendorKernel> vendor_kernel(const Graph& g, const Part& p, const Target& target);
 std::shared_ptr<VendorKernel> onednn_conv(const Graph& g, const Part& p);
+// Where `value` is among a step's arguments (the part's inputs, then its outputs), or -1.
+int step_argument(const Part& p, int value);
 
 }  // namespace tessel::graph

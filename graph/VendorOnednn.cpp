@@ -54,30 +54,27 @@ std::optional<float> scalar(const Graph& g, const Node& n, size_t input) {
   return float(v.constant.get(0));
 }
 
-// A convolution computing one slice of the output, and where its tensors start in the step's
-// buffers (in floats).
+// A convolution computing one slice of the output: its arguments, made once, and where each
+// call points them, (oneDNN's argument, the step's, offset in floats).
 struct Slice {
   dnnl::convolution_forward prim;
-  dnnl::memory::desc src, dst, bias;
-  dnnl::memory weights;
   dnnl::stream stream;
-  int64_t src_offset = 0, dst_offset = 0, bias_offset = 0;
-  // The primitive's arguments, made once; each call points them into the step's buffers:
-  // (oneDNN's argument, the step's, offset).
   std::unordered_map<int, dnnl::memory> args;
   std::vector<std::tuple<int, int, int64_t>> bound;
 };
 
 enum class PostOp { Relu, Clip, Residual };
 
-// The convolution as the graph has it, and the post-ops after it.
+// The convolution as the graph has it, the post-ops after it, and which of the step's
+// arguments it reads and writes (-1: none).
 struct Conv {
   dnnl::memory::desc src, dst, weights;  // in the layouts of the graph's tensors
   const Buffer* weight_data;
   std::vector<int64_t> weight_shape, stride, dilation, pads;
   int64_t groups;
-  bool bias, blocked;
+  bool blocked;
   std::vector<std::pair<PostOp, std::array<float, 2>>> post;  // Clip's bounds
+  int src_arg, dst_arg, bias_arg = -1, residual_arg = -1;
 };
 
 // `slices` convolutions, each of a part of the output: output channel blocks in NCHWc, output
@@ -91,16 +88,16 @@ std::optional<std::vector<Slice>> make_slices(const Conv& c, int64_t slices, con
   std::vector<Slice> made;
   for (int64_t s = 0; s < slices; ++s) {
     int64_t from = units * s / slices, to = units * (s + 1) / slices;
-    Slice sl;
     std::optional<dnnl::memory::desc> src = c.src, dst = c.dst, weights = c.weights;
     dnnl::memory::dims pad_l{c.pads[0], c.pads[1]}, pad_r{c.pads[2], c.pads[3]};
     const float* data = c.weight_data->data<float>();
+    int64_t src_offset = 0, dst_offset = 0, bias_offset = 0;
     if (slices > 1 && c.blocked) {
       std::vector<int64_t> ws = c.weight_shape;
       data += from * (c.weight_data->size() / ws[0]);
       ws[0] = to - from;
       dst = activation_desc({N, to - from, OH, OW, kb}), weights = weights_desc(ws, c.groups);
-      sl.dst_offset = from * OH * OW * kb, sl.bias_offset = from * kb;
+      dst_offset = from * OH * OW * kb, bias_offset = from * kb;
     } else if (slices > 1) {
       int64_t first = from * c.stride[0] - c.pads[0];
       int64_t last = (to - 1) * c.stride[0] - c.pads[0] + (c.weight_shape[0] - 1) * c.dilation[0];
@@ -108,7 +105,7 @@ std::optional<std::vector<Slice>> make_slices(const Conv& c, int64_t slices, con
       if (i1 <= i0) return std::nullopt;
       pad_l[0] = i0 - first, pad_r[0] = last - (i1 - 1);
       src = activation_desc({N, i1 - i0, W, C}), dst = activation_desc({N, to - from, OW, K});
-      sl.src_offset = i0 * W * C, sl.dst_offset = from * OW * K;
+      src_offset = i0 * W * C, dst_offset = from * OW * K;
     }
     dnnl::post_ops ops;
     for (auto& [op, bounds] : c.post) {
@@ -119,11 +116,11 @@ std::optional<std::vector<Slice>> make_slices(const Conv& c, int64_t slices, con
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
     dnnl::memory::desc any_weights(weights->dims(), dnnl::memory::data_type::f32, tag::any);
-    sl.bias = dnnl::memory::desc({dst->dims()[1]}, dnnl::memory::data_type::f32, tag::x);
+    dnnl::memory::desc bias({dst->dims()[1]}, dnnl::memory::data_type::f32, tag::x);
     dnnl::convolution_forward::primitive_desc pd;
     try {
       dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, *src,
-                                        any_weights, c.bias ? sl.bias : dnnl::memory::desc(), *dst,
+                                        any_weights, c.bias_arg >= 0 ? bias : dnnl::memory::desc(), *dst,
                                         {c.stride[0], c.stride[1]}, {c.dilation[0] - 1, c.dilation[1] - 1}, pad_l,
                                         pad_r);
       pd = dnnl::convolution_forward::primitive_desc(d, attr, engine);
@@ -132,12 +129,22 @@ std::optional<std::vector<Slice>> make_slices(const Conv& c, int64_t slices, con
     }
     // oneDNN's reference kernels are far slower than any of Tessel's; not a candidate.
     if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return std::nullopt;
-    sl.stream = dnnl::stream(engine);
-    sl.weights = dnnl::memory(pd.weights_desc(), engine);
-    dnnl::memory given(*weights, engine, const_cast<float*>(data));
-    dnnl::reorder(given, sl.weights).execute(sl.stream, given, sl.weights);
+    Slice sl{dnnl::convolution_forward(pd), dnnl::stream(engine), {}, {}};
+    dnnl::memory reordered(pd.weights_desc(), engine), given(*weights, engine, const_cast<float*>(data));
+    dnnl::reorder(given, reordered).execute(sl.stream, given, reordered);
     sl.stream.wait();
-    sl.src = *src, sl.dst = *dst, sl.prim = dnnl::convolution_forward(pd);
+    sl.args[DNNL_ARG_WEIGHTS] = reordered;
+    auto bind = [&](int arg, int step_arg, int64_t offset, const dnnl::memory::desc& d) {
+      if (step_arg < 0) return;
+      sl.args[arg] = dnnl::memory(d, engine, nullptr);
+      sl.bound.emplace_back(arg, step_arg, offset);
+    };
+    bind(DNNL_ARG_SRC, c.src_arg, src_offset, *src);
+    bind(DNNL_ARG_DST, c.dst_arg, dst_offset, *dst);
+    bind(DNNL_ARG_BIAS, c.bias_arg, bias_offset, bias);
+    for (size_t k = 0; k < c.post.size(); ++k)
+      if (c.post[k].first == PostOp::Residual)
+        bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(int(k)) | DNNL_ARG_SRC_1, c.residual_arg, dst_offset, *dst);
     made.push_back(sl);
   }
   return made;
@@ -159,10 +166,12 @@ std::shared_ptr<VendorKernel> onednn_conv(const Graph& g, const Part& p) {
   c.src = *src, c.dst = *dst, c.weights = *weights, c.weight_data = &w.constant, c.weight_shape = w.shape;
   c.stride = conv.attr_ints("strides", {1, 1}), c.dilation = conv.attr_ints("dilations", {1, 1});
   c.pads = conv.attr_ints("pads", {0, 0, 0, 0});
-  c.bias = conv.inputs.size() > 2 && conv.inputs[2] >= 0, c.blocked = x.shape.size() == 5;
+  c.blocked = x.shape.size() == 5;
+  c.src_arg = step_argument(p, conv.inputs[0]);
+  if (conv.inputs.size() > 2 && conv.inputs[2] >= 0) c.bias_arg = step_argument(p, conv.inputs[2]);
 
   // The nodes after the convolution, each reading the one before: post-ops.
-  int cur = conv.outputs[0], residual = -1, residual_post = -1;
+  int cur = conv.outputs[0];
   for (size_t k = 1; k < p.nodes.size(); ++k) {
     const Node& n = g.nodes[size_t(p.nodes[k])];
     if (n.inputs.empty() || n.outputs.size() != 1) return nullptr;
@@ -175,11 +184,13 @@ std::shared_ptr<VendorKernel> onednn_conv(const Graph& g, const Part& p) {
       auto given = [&](size_t i) { return n.inputs.size() > i && n.inputs[i] >= 0; };
       if (!attrs && ((given(1) && !lo) || (given(2) && !hi))) return nullptr;  // bounds computed in the graph
       c.post.push_back({PostOp::Clip, {lo.value_or(-3.4e38f), hi.value_or(3.4e38f)}});
-    } else if (n.op == "Add" && n.inputs.size() == 2 && residual < 0 && (n.inputs[0] == cur || n.inputs[1] == cur)) {
+    } else if (n.op == "Add" && n.inputs.size() == 2 && c.residual_arg < 0 &&
+               (n.inputs[0] == cur || n.inputs[1] == cur)) {
       int other = n.inputs[0] == cur ? n.inputs[1] : n.inputs[0];
       const Value& o = g.values[size_t(other)];
       if (o.is_constant() || o.shape != y.shape || o.dtype != float32) return nullptr;
-      residual = other, residual_post = int(c.post.size());
+      c.residual_arg = step_argument(p, other);
+      if (c.residual_arg < 0) return nullptr;
       c.post.push_back({PostOp::Residual, {0, 0}});
     } else {
       return nullptr;
@@ -187,6 +198,7 @@ std::shared_ptr<VendorKernel> onednn_conv(const Graph& g, const Part& p) {
     cur = n.outputs[0];
   }
   if (cur != p.compute.output_ids[0]) return nullptr;
+  c.dst_arg = step_argument(p, cur);
 
   // A slice per thread, run on Tessel's threads with oneDNN's own threading off; where oneDNN
   // has no fast kernel for the slices (a 1x1 convolution with a residual and one block of
@@ -199,26 +211,8 @@ std::shared_ptr<VendorKernel> onednn_conv(const Graph& g, const Part& p) {
   if (!made) made = make_slices(c, 1, engine);
   if (!made) return nullptr;
 
-  auto arg_of = [&](int id) {
-    auto in = std::find(p.compute.input_ids.begin(), p.compute.input_ids.end(), id);
-    return in == p.compute.input_ids.end() ? -1 : int(in - p.compute.input_ids.begin());
-  };
-  int ix = arg_of(conv.inputs[0]), ib = c.bias ? arg_of(conv.inputs[2]) : -1, ir = arg_of(residual);
-  int iy = int(p.compute.input_ids.size());
   auto k = std::make_shared<VendorKernel>();
   k->name = "onednn";
-  int residual_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(residual_post) | DNNL_ARG_SRC_1;
-  for (Slice& sl : *made) {
-    std::vector<std::tuple<int, int, int64_t, dnnl::memory::desc>> uses{{DNNL_ARG_SRC, ix, sl.src_offset, sl.src},
-                                                                        {DNNL_ARG_DST, iy, sl.dst_offset, sl.dst}};
-    if (ib >= 0) uses.emplace_back(DNNL_ARG_BIAS, ib, sl.bias_offset, sl.bias);
-    if (ir >= 0) uses.emplace_back(residual_arg, ir, sl.dst_offset, sl.dst);
-    sl.args[DNNL_ARG_WEIGHTS] = sl.weights;
-    for (auto& [arg, step_arg, offset, desc] : uses) {
-      sl.args[arg] = dnnl::memory(desc, engine, nullptr);
-      sl.bound.emplace_back(arg, step_arg, offset);
-    }
-  }
   k->run = [made = *made](const std::vector<Buffer>& args) {
     parallel_for(int64_t(made.size()), [&](int64_t begin, int64_t end) {
       omp_set_num_threads(1);
