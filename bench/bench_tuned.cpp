@@ -1,7 +1,8 @@
 // Tuned kernels from tuning_logs/ against OpenBLAS (GEMM), oneDNN (conv2d: ResNet-50 in
 // NCHW16c, NCHW and NHWC, MobileNetV2 in NCHW and NHWC) and Tessel's default schedules, at 1 and 2 threads.
 // oneDNN picks its own best layouts (format `any`): it is the speed a user of it would get.
-//   bench_tuned [tuning_logs directory] [passes]
+//   bench_tuned [tuning_logs directory] [passes] [only]
+// `only` keeps the lists whose name contains it ("gemm" for the GEMMs alone).
 // Every kernel is built once; then all cases are timed `passes` times over (3 by default,
 // about 3 minutes each), and the ratios use each implementation's best pass: on a
 // shared machine a slow spell can halve one case's 2-thread figures for a minute.
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
   bench::unset_openblas_overrides(argv);
   std::string dir = argc > 1 ? argv[1] : std::string(TESSEL_SOURCE_DIR) + "/tuning_logs";
   int passes = argc > 2 ? std::atoi(argv[2]) : 3;
+  std::string only = argc > 3 ? argv[3] : "";
   if (passes < 1) {
     std::fprintf(stderr, "bench_tuned: passes must be at least 1, got '%s'\n", argv[2]);
     return 2;
@@ -90,6 +92,7 @@ int main(int argc, char** argv) {
   };
 
   for (int64_t n : {512, 1024, 2048}) {
+    if (std::string("gemm").find(only) == std::string::npos) break;
     Workload w = make_workload("matmul", {{"M", n}, {"N", n}, {"K", n}});
     std::string shape = std::to_string(n) + "x" + std::to_string(n) + "x" + std::to_string(n);
     std::string log = dir + "/gemm_" + std::to_string(n) + ".json.gz";
@@ -121,6 +124,7 @@ int main(int argc, char** argv) {
   // grouped convolution with one group per channel.
   for (std::string set : {"resnet50_conv2d", "resnet50_conv2d_nchw", "resnet50_conv2d_nhwc", "mobilenetv2_conv2d",
                           "mobilenetv2_conv2d_nhwc"}) {
+    if (set.find(only) == std::string::npos) continue;
     bench::Report& conv = convs.emplace_back(set, passes);
     std::ifstream list(dir + "/" + set + ".txt");
     for (std::string line; std::getline(list, line);) {

@@ -346,6 +346,21 @@ bool short_and_wide(const OperationNode* op, int lanes) {
   return reduction <= 64 && op->shape[3] >= 4 * lanes;
 }
 
+// Output columns per register block of a convolution whose channels are the vector (kb of
+// them): at most 12 accumulators (of AVX2's 16 registers; the rest hold the weights and a
+// broadcast). Each step of a block costs about its broadcasts plus its weight loads, so the
+// blocks of a row cost ceil(OW / reg) x (reg + kb / lanes): on ResNet-50's 512@7 layer 4
+// columns (4 + 3) ran 1.6x faster than 6 (6 + 1), on 256@14 5 columns ran 1.1x faster
+// than 6 (5 + 4 against 6 + 6 + 2).
+int64_t columns_per_block(int64_t OW, int64_t kb, int lanes) {
+  int64_t reg = 1, cost = 0;
+  for (int64_t r = 1; r <= std::min<int64_t>(OW, 12 * lanes / kb); ++r) {
+    int64_t c = (OW + r - 1) / r * (r + kb / lanes);
+    if (cost == 0 || c <= cost) reg = r, cost = c;
+  }
+  return reg;
+}
+
 // The output of an NCHW convolution in blocks of kb channels x xb columns, parallel over
 // (image, channel block, row), the columns in vector lanes; the accumulator is computed
 // at each block.
@@ -371,16 +386,7 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   const OperationNode* op = op_of(s, out);
   int64_t K = op->shape[1], OW = op->shape[3];
   int64_t kb = K % (2 * lanes) == 0 ? 2 * lanes : lanes;
-  // Columns per block: at most 12 accumulators (of AVX2's 16 registers; the rest hold the
-  // weights and a broadcast). Each step of a block costs about its broadcasts plus its
-  // weight loads, so the blocks of a row cost ceil(OW / reg) x (reg + kb / lanes): on
-  // ResNet-50's 512@7 layer 4 columns (4 + 3) ran 1.6x faster than 6 (6 + 1), on 256@14
-  // 5 columns ran 1.1x faster than 6 (5 + 4 against 6 + 6 + 2).
-  int64_t reg = 1, cost = 0;
-  for (int64_t r = 1; r <= std::min<int64_t>(OW, 12 * lanes / kb); ++r) {
-    int64_t c = (OW + r - 1) / r * (r + kb / lanes);
-    if (cost == 0 || c <= cost) reg = r, cost = c;
-  }
+  int64_t reg = columns_per_block(OW, kb, lanes);
   Tensor W(op_of(s, acc)->inputs()[1]);
   if (constant) {
     s.rewrite_layout(W, 0, kb);
@@ -410,20 +416,27 @@ void schedule_conv_nchw_columns(Schedule& s, const std::string& out, const std::
 
 // Convolution in NHWC: the channels are the vector. A block of `reg` output columns x two
 // vectors of channels accumulates in registers (the NCHWc micro-kernel, in the user's
-// layout); each input value is one broadcast reused by the two vectors.
-void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& acc, int lanes) {
+// layout); each input value is one broadcast reused by the two vectors. Constant weights
+// (HWIO) are rewritten once into blocks of the vectors' channels, [K/kv][R][S][C][kv]: read
+// in place, consecutive input channels are a row of K apart, each load on a new cache line
+// and every other one on a new page (ResNet-50's 512@14 stride-2 3x3 layer: 75 GFLOP/s in
+// place, XXX blocked).
+void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& acc, int lanes, bool constant,
+                        const Target& target) {
   const OperationNode* op = op_of(s, out);
   int64_t OW = op->shape[2], K = op->shape[3];
   int64_t kv = K % (2 * lanes) == 0 ? 2 * lanes : std::min<int64_t>(K, lanes);
-  // Accumulators: reg x kv / lanes vector registers, 12 of AVX2's 16 (the rest hold the
-  // weights and a broadcast); a last partial block of columns is guarded.
-  int64_t reg = std::min<int64_t>(OW, kv == 2 * lanes ? 6 : 12);
+  int64_t reg = columns_per_block(OW, kv, lanes);  // a last partial block of columns is guarded
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, y, x, k
   auto [xo, xi] = o.split(axes[2], reg);
   auto [ko, ki] = o.split(axes[3], kv);
+  if (constant && op->tag == "conv2d") s.rewrite_layout(Tensor(op_of(s, acc)->inputs()[1]), 3, kv);
+  std::vector<Axis> par = {axes[0], axes[1]};
   o.reorder({axes[0], axes[1], xo, ko, xi, ki});
-  o.parallel(o.fuse({axes[0], axes[1]}));
+  // The column blocks join the rows where these do not share evenly (7 rows on 2 cores).
+  if (!target.shares_evenly(op->shape[0] * op->shape[1])) par.push_back(xo);
+  o.parallel(o.fuse(par));
   o.vectorize(ki);
   s[acc].compute_at(o, ko);
   schedule_register_block(s, acc, {0, 1}, 2, 3, kv);
@@ -529,7 +542,7 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       } else if (layout == "NCHW") {
         schedule_conv_nchw_columns(s, out, acc, lanes);
       } else if (layout == "NHWC") {
-        schedule_conv_nhwc(s, out, acc, lanes);
+        schedule_conv_nhwc(s, out, acc, lanes, constant(op->inputs()[1].get()), target);
       } else if (nchwc) {
         schedule_conv_nchwc(s, out, acc);
       } else {

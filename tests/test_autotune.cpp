@@ -13,6 +13,7 @@
 #include "autotune/Features.h"
 #include "autotune/Records.h"
 #include "autotune/SearchSpace.h"
+#include "autotune/Tracer.h"
 #include "passes/Lower.h"
 #include "schedule/ScheduleState.h"
 #include "reference.h"
@@ -156,6 +157,31 @@ TEST(Autotune, PackedInputsMayBePackedInsideTheirReadersTiles) {
     auto inside = samples_with_step(space, 5, std::string(R"(["compute_at",")") + c.input + ".pack\"", 3, 400);
     EXPECT_EQ(inside.size(), 3u) << c.op;
     expect_correct_with_mutants(space, w, inside);
+  }
+}
+
+TEST(Autotune, SketchParallelLoopsShareEvenlyAmongTheCores) {
+  // A 7x7 output on 2 cores: 7 rows of tiles (or 3, or 5) keep one core idle for the last
+  // round. Every sampled parallel loop is a multiple of the cores or at least 8 rounds long.
+  Target t = Target::host();
+  t.num_cores = 2;
+  for (const char* shape : {"C=64,H=7,W=7,K=64,R=1,S=1", "C=32,H=14,W=14,K=24,R=3,S=3,pad=1,stride=2"}) {
+    Workload w = make_workload("conv2d_nhwc", parse_shape(shape));
+    SearchSpace space(w, t);
+    std::mt19937_64 rng(3);
+    int checked = 0;
+    for (int i = 0; i < 40; ++i) {
+      Candidate c = space.sample(rng);
+      if (c.decisions.empty()) continue;
+      Schedule s = Schedule::replay(w.outputs, c.steps);
+      for (const Step& st : c.steps) {
+        if (st.kind != Step::Parallel || st.stage.find(".pad") != std::string::npos) continue;
+        int64_t e = axis_extent(s, st.stage, st.axes[0]);
+        EXPECT_TRUE(t.shares_evenly(e) && e >= 2) << shape << ": parallel loop of " << e << " in " << c.key;
+        ++checked;
+      }
+    }
+    EXPECT_GT(checked, 20) << shape;
   }
 }
 

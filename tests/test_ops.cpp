@@ -97,8 +97,11 @@ TEST_P(Conv2d, NhwcMatchesLoops) {
   Tensor Y = ops::conv2d_nhwc(X, W, c.p);
   Buffer x = ref::random(X.shape(), 7), w = ref::random(W.shape(), 8);
   // Same numbers in NCHW / KCRS order for the reference, its answer back in NHWC.
-  Buffer want = ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), ref::permute(w, {3, 2, 0, 1}), c.p);
-  ref::expect_close(run_default({X, W, Y}, {x, w})[0], ref::permute(want, {0, 2, 3, 1}));
+  Buffer want = ref::permute(ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), ref::permute(w, {3, 2, 0, 1}), c.p),
+                             {0, 2, 3, 1});
+  ref::expect_close(run_default({X, W, Y}, {x, w})[0], want);
+  // Weights marked constant: read blocked by output channels, prepared by the Module.
+  ref::expect_close(ref::run(ops::default_schedule({Y}, Target::host(), {W}), {X, W, Y}, {x, w})[0], want);
 }
 
 TEST_P(Conv2d, NchwcWithLayoutTransformsMatchesLoops) {

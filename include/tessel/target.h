@@ -55,6 +55,11 @@ struct Target {
   bool is_gpu() const { return kind != Kind::LLVM; }
   bool avx512() const { return kind == Kind::LLVM && vector_bytes >= 64; }
   const char* kind_name() const;  // "llvm", "cuda", "opencl"
+  // Whether a parallel loop of `iterations` keeps every core busy to its end: a multiple of
+  // the cores, or enough iterations that the last, partly idle round is a small part of it.
+  bool shares_evenly(int64_t iterations) const {
+    return iterations % num_cores == 0 || iterations >= 8 * int64_t(num_cores);
+  }
   // The key logs are keyed by: "llvm/znver4/v256" (CPU and vector bits), "cuda/sm_90" (an architecture: estimates),
   // "cuda/sm_90/NVIDIA H100 80GB HBM3" (a device), "opencl/pthread-haswell-AMD EPYC ...".
   std::string key() const;
