@@ -162,9 +162,8 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     // At least as many outer loops as give every core an equal share (Ansor's InitParallel
     // fuses until the extent is large enough): with batch 1 the outermost loop has extent 1,
     // and one draw in five was a serial kernel or a serial padding copy. An extent that
-    // does not share evenly idles cores in the last round: ResNet-50's 2048->512 1x1 layer
-    // at 7x7 (NHWC, 2 cores) ran 122 GFLOP/s over 3 rows of tiles, 147 with the channel
-    // tiles fused in. Draws below that count mean that count, so earlier decisions replay.
+    // does not share evenly leaves cores idle in its last round (3 or 7 rows of tiles on 2
+    // cores). Draws below that count mean that count, so earlier decisions replay.
     size_t enough = 1;
     for (int64_t e = axis_extent(s, st, axes[0]);
          (e < target_.num_cores || !target_.shares_evenly(e)) && enough < axes.size(); ++enough)
@@ -258,8 +257,8 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       int64_t block = w_.dtype.bytes(), tiles = 1;
       for (auto& f : sf) block *= f[0] * f[1] * f[2];
       // The outermost tile loops become the parallel loop: their tiles must share evenly
-      // among the cores (a 14-row output in tiles of 3 rows left one of 2 cores idle for a
-      // fifth of the time).
+      // among the cores (a 14-row output in tiles of 3 rows is 5 tiles: on 2 cores, one
+      // idles for the last).
       for (size_t d = 0; d < sf.size(); ++d) {
         int64_t inner = sf[d][0] * sf[d][1] * sf[d][2];
         tiles *= (op->axis[d].extent() + inner - 1) / inner;

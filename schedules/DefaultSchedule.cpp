@@ -418,9 +418,8 @@ void schedule_conv_nchw_columns(Schedule& s, const std::string& out, const std::
 // vectors of channels accumulates in registers (the NCHWc micro-kernel, in the user's
 // layout); each input value is one broadcast reused by the two vectors. Constant weights
 // (HWIO) are rewritten once into blocks of the vectors' channels, [K/kv][R][S][C][kv]: read
-// in place, consecutive input channels are a row of K apart, each load on a new cache line
-// and every other one on a new page (ResNet-50's 512@14 stride-2 3x3 layer: 75 GFLOP/s in
-// place, XXX blocked).
+// in place, consecutive input channels are a row of K apart: each load on a new cache line,
+// and on the weight-heavy layers (14x14 and 7x7) every other one on a new page.
 void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& acc, int lanes, bool constant,
                         const Target& target) {
   const OperationNode* op = op_of(s, out);
