@@ -183,13 +183,32 @@ void schedule_gemm(Schedule& s, const std::string& out, const std::string& acc) 
   }
 }
 
+// Output columns per register block of a convolution whose channels are the vector (kb of
+// them): at most 12 accumulators (of AVX2's 16 registers; the rest hold the weights and a
+// broadcast). Each step of a block costs about its broadcasts plus its weight loads, so the
+// blocks of a row cost ceil(OW / reg) x (reg + kb / lanes): on ResNet-50's 512@7 layer 4
+// columns (4 + 3) ran 1.6x faster than 6 (6 + 1), on 256@14 5 columns ran 1.1x faster
+// than 6 (5 + 4 against 6 + 6 + 2).
+int64_t columns_per_block(int64_t OW, int64_t kb, int lanes) {
+  int64_t reg = 1, cost = 0;
+  for (int64_t r = 1; r <= std::min<int64_t>(OW, 12 * lanes / kb); ++r) {
+    int64_t c = (OW + r - 1) / r * (r + kb / lanes);
+    if (cost == 0 || c <= cost) reg = r, cost = c;
+  }
+  return reg;
+}
+
 // Convolution in NCHW[x]c: the output block of kb channels is the vector; reg_n output
 // columns are accumulated in registers while the input channels and window run outside.
-void schedule_conv_nchwc(Schedule& s, const std::string& out, const std::string& acc) {
+// Up to 14 columns where each is one vector register; a block wider than the vector (16
+// channels with AVX2) takes the column count of the channel-blocked NCHW path, or the
+// accumulators spill.
+void schedule_conv_nchwc(Schedule& s, const std::string& out, const std::string& acc, int lanes) {
   const OperationNode* op = op_of(s, out);
-  int64_t OW = op->shape[3];
+  int64_t OW = op->shape[3], kb = op->shape[4];
   int64_t reg_n = divisor_at_most(OW, 14);
   if (reg_n < 4) reg_n = std::min<int64_t>(OW, 8);
+  if (kb > lanes) reg_n = columns_per_block(OW, kb, lanes);
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, ko, oh, ow, ki
   auto [owo, owi] = o.split(axes[3], reg_n);
@@ -344,21 +363,6 @@ bool short_and_wide(const OperationNode* op, int lanes) {
   int64_t reduction = 1;
   for (auto& r : op->reduce_axis) reduction *= r.extent();
   return reduction <= 64 && op->shape[3] >= 4 * lanes;
-}
-
-// Output columns per register block of a convolution whose channels are the vector (kb of
-// them): at most 12 accumulators (of AVX2's 16 registers; the rest hold the weights and a
-// broadcast). Each step of a block costs about its broadcasts plus its weight loads, so the
-// blocks of a row cost ceil(OW / reg) x (reg + kb / lanes): on ResNet-50's 512@7 layer 4
-// columns (4 + 3) ran 1.6x faster than 6 (6 + 1), on 256@14 5 columns ran 1.1x faster
-// than 6 (5 + 4 against 6 + 6 + 2).
-int64_t columns_per_block(int64_t OW, int64_t kb, int lanes) {
-  int64_t reg = 1, cost = 0;
-  for (int64_t r = 1; r <= std::min<int64_t>(OW, 12 * lanes / kb); ++r) {
-    int64_t c = (OW + r - 1) / r * (r + kb / lanes);
-    if (cost == 0 || c <= cost) reg = r, cost = c;
-  }
-  return reg;
 }
 
 // The output of an NCHW convolution in blocks of kb channels x xb columns, parallel over
@@ -543,7 +547,7 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       } else if (layout == "NHWC") {
         schedule_conv_nhwc(s, out, acc, lanes, constant(op->inputs()[1].get()), target);
       } else if (nchwc) {
-        schedule_conv_nchwc(s, out, acc);
+        schedule_conv_nchwc(s, out, acc, lanes);
       } else {
         schedule_gemm(s, out, acc);
       }
