@@ -165,8 +165,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     // does not share evenly leaves cores idle in its last round (3 or 7 rows of tiles on 2
     // cores). Draws below that count mean that count, so earlier decisions replay.
     size_t enough = 1;
-    for (int64_t e = axis_extent(s, st, axes[0]);
-         (e < target_.num_cores || !target_.shares_evenly(e)) && enough < axes.size(); ++enough)
+    for (int64_t e = axis_extent(s, st, axes[0]); !target_.shares_evenly(e) && enough < axes.size(); ++enough)
       e *= axis_extent(s, st, axes[enough]);
     int64_t n = std::max<int64_t>(int64_t(enough), 1 + tr.choice(int64_t(axes.size())));
     std::vector<Axis> f(axes.begin(), axes.begin() + n);
@@ -264,7 +263,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
         tiles *= (op->axis[d].extent() + inner - 1) / inner;
       }
       bool fits = outer.empty() || block <= kMaxLocalBlockBytes;
-      bool even = tiles >= target_.num_cores && target_.shares_evenly(tiles);
+      bool even = target_.shares_evenly(tiles);
       if (!fresh || attempt == 200 || (even && (!prior || (regs >= 4 && regs <= max_regs && fits)))) break;
       tr.rewind(mark);
     }

@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
   std::string dir = argc > 1 ? argv[1] : std::string(TESSEL_SOURCE_DIR) + "/tuning_logs";
   int passes = argc > 2 ? std::atoi(argv[2]) : 3;
   std::string only = argc > 3 ? argv[3] : "";
+  auto wanted = [&](const std::string& list) { return list.find(only) != std::string::npos; };
   if (passes < 1) {
     std::fprintf(stderr, "bench_tuned: passes must be at least 1, got '%s'\n", argv[2]);
     return 2;
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
   };
 
   for (int64_t n : {512, 1024, 2048}) {
-    if (std::string("gemm").find(only) == std::string::npos) break;
+    if (!wanted("gemm")) break;
     Workload w = make_workload("matmul", {{"M", n}, {"N", n}, {"K", n}});
     std::string shape = std::to_string(n) + "x" + std::to_string(n) + "x" + std::to_string(n);
     std::string log = dir + "/gemm_" + std::to_string(n) + ".json.gz";
@@ -124,7 +125,7 @@ int main(int argc, char** argv) {
   // grouped convolution with one group per channel.
   for (std::string set : {"resnet50_conv2d", "resnet50_conv2d_nchw", "resnet50_conv2d_nhwc", "mobilenetv2_conv2d",
                           "mobilenetv2_conv2d_nhwc"}) {
-    if (set.find(only) == std::string::npos) continue;
+    if (!wanted(set)) continue;
     bench::Report& conv = convs.emplace_back(set, passes);
     std::ifstream list(dir + "/" + set + ".txt");
     for (std::string line; std::getline(list, line);) {

@@ -206,9 +206,8 @@ int64_t columns_per_block(int64_t OW, int64_t kb, int lanes) {
 void schedule_conv_nchwc(Schedule& s, const std::string& out, const std::string& acc, int lanes) {
   const OperationNode* op = op_of(s, out);
   int64_t OW = op->shape[3], kb = op->shape[4];
-  int64_t reg_n = divisor_at_most(OW, 14);
-  if (reg_n < 4) reg_n = std::min<int64_t>(OW, 8);
-  if (kb > lanes) reg_n = columns_per_block(OW, kb, lanes);
+  int64_t reg_n = kb > lanes ? columns_per_block(OW, kb, lanes) : divisor_at_most(OW, 14);
+  if (reg_n < 4 && kb <= lanes) reg_n = std::min<int64_t>(OW, 8);
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, ko, oh, ow, ki
   auto [owo, owi] = o.split(axes[3], reg_n);

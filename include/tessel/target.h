@@ -56,7 +56,8 @@ struct Target {
   bool avx512() const { return kind == Kind::LLVM && vector_bytes >= 64; }
   const char* kind_name() const;  // "llvm", "cuda", "opencl"
   // Whether a parallel loop of `iterations` keeps every core busy to its end: a multiple of
-  // the cores, or enough iterations that the last, partly idle round is a small part of it.
+  // the cores, or enough iterations that the last, partly idle round is a small part of it
+  // (fewer iterations than cores never do).
   bool shares_evenly(int64_t iterations) const {
     return iterations % num_cores == 0 || iterations >= 8 * int64_t(num_cores);
   }
