@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "autotune/Tracer.h"
+#include "schedules/Common.h"
 
 namespace tessel::autotune {
 namespace {
@@ -90,22 +91,26 @@ std::vector<std::pair<Operation, int>> blockable_inputs(const OperationNode* op,
 // the outer block loops visit each value of the other input once. In the other order
 // LLVM keeps the larger set live (e.g. every broadcast input pixel across the weight
 // vectors of a convolution) and spills: half the speed on a 3x3 conv2d.
-std::vector<size_t> register_block_order(const OperationNode* op, const std::vector<std::vector<int64_t>>& factors,
-                                         size_t vector, int lanes) {
-  size_t n = op->axis.size();
+std::vector<size_t> register_block_order(const OperationNode* op, const std::vector<std::set<const ExprNode*>>& vars,
+                                         const std::vector<std::vector<int64_t>>& factors, size_t vector, int lanes) {
+  size_t n = vars.size();
+  auto reads = [&](const std::set<const ExprNode*>& used, size_t d) {
+    for (auto* x : vars[d])
+      if (used.count(x)) return true;
+    return false;
+  };
   std::set<const ExprNode*> live;
   int64_t fewest = 0;
   for (auto& input : op->inputs()) {
     auto used = index_vars(op->body, input.get());
     int64_t values = 1;
     for (size_t d = 0; d < n; ++d)
-      if (used.count(op->axis[d].var().get()))
-        values *= d == vector ? (factors[d][2] + lanes - 1) / lanes : factors[d][2];
+      if (reads(used, d)) values *= d == vector ? (factors[d][2] + lanes - 1) / lanes : factors[d][2];
     if (fewest == 0 || values < fewest) fewest = values, live = used;
   }
   std::vector<size_t> order, inner;
   for (size_t d = 0; d < n; ++d)
-    if (d != vector) (live.count(op->axis[d].var().get()) ? inner : order).push_back(d);
+    if (d != vector) (reads(live, d) ? inner : order).push_back(d);
   order.insert(order.end(), inner.begin(), inner.end());
   order.push_back(vector);
   return order;
@@ -213,13 +218,35 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
   // unrolled (see unroll_micro_kernel). ResNet-50 conv 256@14 3x3 on AVX2, 96 trials from
   // scratch, best kernels timed side by side: 71.9 GFLOP/s with this form, 61.0 without
   // (62.6 for the best of 1,384 earlier trials); conv 1x1 1024->256: 67.0 against 64.7.
-  auto tile = [&](const std::string& m, const std::string& outer, bool micro) {
+  // With `fuse_image` (see image_axes_fuse) the image's rows and columns are tiled as one
+  // loop of pixels, the vector axis, and its tiles run outermost: each block of pixels then
+  // stays in cache while every output channel's weights pass over it. On ResNet-50's 1x1
+  // conv 512->128 at 28x28 (NCHW, 2 threads) that order ran 170 GFLOP/s, the channels'
+  // tiles outermost 152: the input went through L3 once per block of channels.
+  auto tile = [&](const std::string& m, const std::string& outer, bool micro, bool fuse_image) {
     Operation keep = s.state().stage(m).op;  // pack replaces the stage's op; keep this one alive
     const OperationNode* op = keep.get();
+    // The loops to tile: the compute's axes, or with the image's two fused into one.
+    struct Loop {
+      std::string name;
+      int64_t extent;
+      std::set<const ExprNode*> vars;
+    };
+    std::vector<Loop> ax;
+    for (auto& iv : op->axis) ax.push_back({iv.name(), iv.extent(), {iv.var().get()}});
     // The vector axis: the last, or one that reads weights in another dimension (drawn).
     // The output's layout is the caller's, so its stores stay along its last axis.
-    size_t v = op->axis.size() - 1;
-    if (!s.state().is_output(m)) {
+    size_t v = ax.size() - 1;
+    if (fuse_image) {
+      TESSEL_INTERNAL_CHECK(outer.empty(), "sketch: fused image axes in a cache-write block of ", m);
+      Loop& h = ax[v - 1];
+      Loop& w = ax[v];
+      Loop pixels{s[m].fuse({Axis(h.name), Axis(w.name)}).name, h.extent * w.extent, h.vars};
+      pixels.vars.insert(w.vars.begin(), w.vars.end());
+      ax.resize(v - 1);
+      ax.insert(ax.begin(), pixels);
+      v = 0;
+    } else if (!s.state().is_output(m)) {
       std::vector<size_t> options = vector_axis_options(op, constants_);
       if (!options.empty())
         if (int64_t pick = tr.choice(int64_t(options.size()) + 1)) v = options[size_t(pick - 1)];
@@ -240,9 +267,9 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     bool prior = fresh && tr.unit() >= 0.1;  // one fresh draw in ten goes past the bounds on the block
     for (int attempt = 0;; ++attempt) {
       sf.clear();
-      for (size_t d = 0; d < op->axis.size(); ++d) {
+      for (size_t d = 0; d < ax.size(); ++d) {
         bool last = d == v;
-        int64_t extent = op->axis[d].extent();
+        int64_t extent = ax[d].extent;
         // Rows of two vectors are preferred where they fit: each broadcast input value then
         // feeds twice the FMAs (the hand-written AVX2 kernels' 16-lane rows). On znver3, 8
         // of the 9 best ResNet-50 conv2d kernels had them; the ninth (512@7 3x3: 7 columns
@@ -260,17 +287,27 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       // idles for the last).
       for (size_t d = 0; d < sf.size(); ++d) {
         int64_t inner = sf[d][0] * sf[d][1] * sf[d][2];
-        tiles *= (op->axis[d].extent() + inner - 1) / inner;
+        tiles *= (ax[d].extent + inner - 1) / inner;
       }
       bool fits = outer.empty() || block <= kMaxLocalBlockBytes;
-      bool even = target_.shares_evenly(tiles);
+      // Fused pixels in place: whole vectors, and tiles that divide the pixels where whole
+      // vectors can (the last block of 196 or 49 pixels runs narrower vectors: see
+      // remove_true_guards).
+      int64_t pixels = sf[v][0] * sf[v][1] * sf[v][2];
+      bool even = target_.shares_evenly(tiles) &&
+                  (!fuse_image || (sf[v][2] % lanes == 0 && (ax[v].extent % pixels == 0 || ax[v].extent % lanes)));
       if (!fresh || attempt == 200 || (even && (!prior || (regs >= 4 && regs <= max_regs && fits)))) break;
       tr.rewind(mark);
     }
-    for (auto& iv : op->reduce_axis) rf.push_back(tr.tile(iv.extent(), 1, 64));
+    // Fused pixels accumulate in place: their block's whole reduction runs inside (drawn 3
+    // times in 4), or the accumulators go to memory and back between its parts (512->128 at
+    // 28x28: 170 GFLOP/s with the 512 channels inside, 130 in parts of 64).
+    for (auto& iv : op->reduce_axis)
+      rf.push_back(fuse_image ? tr.tile(iv.extent(), 1, iv.extent(), iv.extent()) : tr.tile(iv.extent(), 1, 64));
     // Inputs read along the vector axis (see blockable_inputs): copied into blocks of the
     // innermost one or two tile levels of that axis.
-    for (auto& [input, dim] : blockable_inputs(op, op->axis[v].var(), lanes, constants_)) {
+    for (auto& [input, dim] : fuse_image ? std::vector<std::pair<Operation, int>>()
+                                         : blockable_inputs(op, op->axis[v].var(), lanes, constants_)) {
       int64_t pick = tr.choice(3);  // 0: read in place; 1: block = S3; 2: block = S2*S3
       if (pick == 0) continue;
       int64_t block = std::min(input->shape[size_t(dim)], pick == 1 ? sf[v][2] : sf[v][1] * sf[v][2]);
@@ -283,14 +320,14 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       simple_root(packed, true);
       packs.push_back({packed, m, ""});
     }
-    if (v + 1 != op->axis.size()) {  // the accumulators: whole vectors along v
+    if (!fuse_image && v + 1 != ax.size()) {  // the accumulators: whole vectors along v
       std::vector<Axis> storage;
       for (size_t d = 0; d < op->axis.size(); ++d)
         if (d != v) storage.push_back(op->axis[d].name());
       storage.push_back(op->axis[v].name());
       s[m].reorder_storage(storage);
     }
-    for (size_t d = 0; d < op->axis.size(); ++d) sl.push_back(multi_split(s, m, op->axis[d].name(), sf[d]));
+    for (size_t d = 0; d < ax.size(); ++d) sl.push_back(multi_split(s, m, ax[d].name, sf[d]));
     for (size_t r = 0; r < op->reduce_axis.size(); ++r) rl.push_back(multi_split(s, m, op->reduce_axis[r].name(), rf[r]));
     // S0 S1 R0 S2 R1 S3 (S3 in register-block order)
     std::vector<Axis> order;
@@ -298,7 +335,9 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     for (auto& r : rl) order.push_back(r[0]);
     for (auto& x : sl) order.push_back(x[2]);
     for (auto& r : rl) order.push_back(r[1]);
-    for (size_t d : register_block_order(op, sf, v, lanes)) order.push_back(sl[d][3]);
+    std::vector<std::set<const ExprNode*>> vars;
+    for (auto& a : ax) vars.push_back(a.vars);
+    for (size_t d : register_block_order(op, vars, sf, v, lanes)) order.push_back(sl[d][3]);
     s[m].reorder(order);
     std::string pack_at = sl.back()[0];  // the innermost of the outermost tile loops
     if (!outer.empty()) {
@@ -346,18 +385,20 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     if (s.state().find_stage(in.name) < 0) continue;
     if (in.multi_level_tiling) {
       if (!in.fused_consumer.empty()) {
-        tile(in.name, in.fused_consumer, false);
+        tile(in.name, in.fused_consumer, false, false);
       } else if (in.output) {
-        // 0: accumulate in a cache-write block, 1: in place, 2: a micro-kernel's block
-        int64_t variant = tr.choice(3);
-        if (variant == 1) {
-          tile(in.name, "", false);
+        // 0: accumulate in a cache-write block, 1: in place, 2: a micro-kernel's block,
+        // 3: in place over the image's pixels as one axis (offered where they fuse)
+        bool fuse = ops::image_axes_fuse(s.state().stage(in.name).op.get());
+        int64_t variant = tr.choice(fuse ? 4 : 3);
+        if (variant == 1 || variant == 3) {
+          tile(in.name, "", false, variant == 3);
         } else {
           std::string local = s.cache_write(s.tensor(in.name), "local").name();
-          tile(local, in.name, variant == 2);
+          tile(local, in.name, variant == 2, false);
         }
       } else {
-        tile(in.name, "", false);
+        tile(in.name, "", false, false);
       }
       continue;
     }

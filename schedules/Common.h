@@ -23,6 +23,9 @@ inline void check_rank(const char* op, const char* arg, const Tensor& t, size_t 
 Expr apply_activation(Expr v, Activation act);
 // The operation a stage of the schedule computes now (the schedule may have rebuilt it).
 const OperationNode* op_of(Schedule& s, const std::string& name);
+// Whether the last two spatial axes of `op` (an image's rows and columns) can run as one
+// loop of consecutive pixels (see Conv.cpp).
+bool image_axes_fuse(const OperationNode* op);
 Schedule gpu_default_schedule(const std::vector<Tensor>& outputs, const Target& target);
 
 }  // namespace tessel::ops

@@ -1,4 +1,9 @@
 // Padding, convolutions in NCHW, NHWC and NCHW[x]c, depthwise convolution, layout transforms.
+#include <set>
+
+#include "ir/IRMutator.h"
+#include "ir/IRVisitor.h"
+#include "ir/Simplify.h"
 #include "schedules/Common.h"
 
 namespace tessel::ops {
@@ -221,6 +226,35 @@ Tensor kcrs_to_kcrsck(const Tensor& W, int64_t cb, int64_t kb, const std::string
   return compute({s[0] / kb, s[1] / cb, s[2], s[3], cb, kb}, ComputeFn([&](const std::vector<Var>& v) {
     return W(v[0] * int(kb) + v[5], v[1] * int(cb) + v[4], v[2], v[3]);
   }), name, "layout");
+}
+
+// Whether the last two spatial axes of `op` (an image's rows and columns) can run as one
+// loop of consecutive pixels: every input read along them is one of the kernel's inputs (not
+// a padded copy, which may be inlined into reads at other pixels) and reads them as its own
+// last two dimensions, with rows as long as the output's (a 1x1 stride-1 convolution in NCHW).
+// The stage is then a GEMM of the weights by the pixels: vectors of pixels times broadcast
+// weights, running on across the ends of rows (a 28-column row is 3.5 vectors of 8), with
+// no copy into another layout.
+bool image_axes_fuse(const OperationNode* op) {
+  size_t n = op->axis.size();
+  if (n < 3 || op->axis[n - 2].extent() < 2) return false;
+  VarMap unit;  // axes of one iteration read at 0 (a 1x1 window's taps)
+  for (auto* axes : {&op->axis, &op->reduce_axis})
+    for (auto& iv : *axes)
+      if (iv.extent() == 1) unit[iv.var().get()] = make_int(iv.min());
+  const Expr h = op->axis[n - 2].var(), w = op->axis[n - 1].var();
+  bool ok = true;
+  visit_exprs(op->body, [&](const Expr& e) {
+    const TensorLoad* l = e.as<TensorLoad>();
+    if (!l) return;
+    std::set<const ExprNode*> used;
+    for (auto& i : l->indices) visit_exprs(i, [&](const Expr& x) { used.insert(x.get()); });
+    if (!used.count(h.get()) && !used.count(w.get())) return;
+    size_t d = l->indices.size();
+    ok &= d >= 2 && !l->op->is_compute() && equal(simplify(substitute(l->indices[d - 2], unit)), h) &&
+          equal(simplify(substitute(l->indices[d - 1], unit)), w) && l->op->shape[d - 1] == op->axis[n - 1].extent();
+  });
+  return ok;
 }
 
 }  // namespace tessel::ops

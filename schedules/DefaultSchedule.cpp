@@ -403,6 +403,29 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   schedule_register_block(s, acc, {0, 2}, 3, 1, kb);
 }
 
+// A 1x1 convolution in NCHW whose pixels fuse into one axis (image_axes_fuse) as a GEMM,
+// accumulated in place: blocks of `kb` output channels x two vectors of pixels in registers
+// (12 of AVX2's 16), the whole reduction inside, each weight one broadcast and each input
+// row segment one vector load. The blocks of pixels run outermost, so a block's input stays
+// in cache while all the weights pass over it. ResNet-50's 1x1 layers at 28x28 and 56x56
+// ran 150-174 GFLOP/s at 2 threads this way, the channel-blocked path 135-142.
+void schedule_conv_nchw_pixels(Schedule& s, const std::string& out, int lanes, const Target& target) {
+  Stage o = s[out];
+  auto axes = o.leaf_axes();  // n, k, y, x, then the reduction
+  int64_t kb = std::max(1, target.vector_registers - 4) / 2;
+  Axis p = o.fuse({axes[2], axes[3]});
+  auto [ko, ki] = o.split(axes[1], kb);
+  auto [po, pi] = o.split(p, 2 * lanes);
+  std::vector<Axis> order = {axes[0], po, ko};
+  for (size_t r = 4; r < axes.size(); ++r) order.push_back(axes[r]);
+  order.push_back(ki);
+  order.push_back(pi);
+  o.reorder(order);
+  o.parallel(o.fuse({axes[0], po, ko}));
+  o.unroll(ki);
+  o.vectorize(pi);
+}
+
 // Convolution in NCHW with the columns as the vector: each thread of the parallel loop
 // over (n, k block, output row) accumulates kb output channels x one vector of output
 // columns in registers; the input row segment is one contiguous vector load reused by the
@@ -518,6 +541,15 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
     bool depthwise = op->tag == "depthwise_conv2d" && op->shape.size() == 4 && layout != "NHWC";
     if (op->tag == "matmul" || (op->tag == "conv2d" && op->shape.size() == 5) || !layout.empty() || depthwise) {
       bool nchwc = op->tag == "conv2d" && layout.empty();
+      int lanes = std::max(4, target.vector_bytes / op->dtype.bytes());
+      // Pixels in whole blocks only: a block's masked tail ran 1x1 layers at 14x14 (196 pixels)
+      // at 142 GFLOP/s against 167 for the channel-blocked path.
+      if (layout == "NCHW" && !depthwise && !epilogue_of.count(name) && image_axes_fuse(op) &&
+          op->shape[2] * op->shape[3] % (2 * lanes) == 0) {
+        schedule_conv_nchw_pixels(s, name, lanes, target);
+        done.insert(name);
+        continue;
+      }
       std::string out = name, acc;
       if (epilogue_of.count(name)) {
         out = epilogue_of[name];
@@ -525,7 +557,6 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       } else {
         acc = s.cache_write(s.tensor(name), "local").name();
       }
-      int lanes = std::max(4, target.vector_bytes / op->dtype.bytes());
       const OperationNode* input = op->inputs()[0].get();
       // Whether the padded input is read in place (the border taps skipped by loop
       // partitioning) rather than copied at the root: where the copy costs much against the

@@ -185,6 +185,30 @@ TEST(Autotune, SketchParallelLoopsShareEvenlyAmongTheCores) {
   }
 }
 
+TEST(Autotune, OneByOneNchwConvolutionsMayTileTheirPixelsAsOneAxis) {
+  // A 1x1 stride-1 NCHW convolution is a GEMM over the image's pixels: the rows and columns
+  // may be fused into one vector axis, tiled in whole vectors and outermost. Those
+  // candidates, and their mutants, give the reference answer. Where the input's pixels are
+  // not consecutive (padding, a stride, a wider window) the two axes are never fused.
+  Target t = Target::host();
+  Workload w = make_workload("conv2d", parse_shape("C=12,H=8,W=8,K=20,R=1,S=1"));
+  SearchSpace space(w, t);
+  auto fused = samples_with_step(space, 3, R"(["fuse","conv",["k","l"]])", 4, 200);
+  ASSERT_EQ(fused.size(), 4u);
+  expect_correct_with_mutants(space, w, fused);
+  for (const Candidate& c : fused) {
+    Schedule s = Schedule::replay(w.outputs, c.steps);
+    for (const Step& st : c.steps)
+      if (st.kind == Step::Vectorize) EXPECT_EQ(axis_extent(s, st.stage, st.axes[0]) % (t.vector_bytes / 4), 0) << c.key;
+  }
+  for (const char* shape : {"C=12,H=8,W=8,K=20,R=1,S=1,stride=2", "C=12,H=8,W=8,K=20,R=3,S=3,pad=1",
+                            "C=12,H=8,W=8,K=20,R=1,S=1,pad=1"})
+    EXPECT_TRUE(samples_with_step(SearchSpace(make_workload("conv2d", parse_shape(shape)), t), 3,
+                                  R"(["fuse","conv",["k","l"]])", 1, 100)
+                    .empty())
+        << shape;
+}
+
 TEST(Autotune, ConstantOperandsAreRewrittenIntoBlockedLayouts) {
   // Weights (and a matmul's B marked constant) may be stored blocked along the vector axis,
   // prepared once outside the kernel; in NCHW and depthwise convolutions the vector axis

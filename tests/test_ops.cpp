@@ -131,7 +131,23 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{1, 12, 14, 14, 24, 5, 5, {1, 2, 2, 0, 1, 1, 1}},     // asymmetric
                       ConvCase{1, 8, 34, 34, 16, 1, 1, {1, 1, 0, 0, 1, 1, 1}},      // short and wide: columns
                       ConvCase{1, 4, 9, 9, 12, 3, 3, {1, 1, 1, 1, 1, 1, 1}},        // 12 channels: columns
-                      ConvCase{1, 8, 11, 11, 16, 3, 3, {2, 2, 1, 1, 1, 1, 1}}));    // stride 2, padding read in place
+                      ConvCase{1, 8, 11, 11, 16, 3, 3, {2, 2, 1, 1, 1, 1, 1}},      // stride 2, padding read in place
+                      ConvCase{2, 8, 8, 12, 20, 1, 1, {1, 1, 0, 0, 1, 1, 1}}));     // 1x1 over 96 pixels: a GEMM
+
+TEST(Ops, OneByOneNchwDefaultIsAGemmOverThePixels) {
+  // The rows and columns run as one axis of pixels in vector lanes (whole vectors across
+  // the ends of 12-column rows), blocks of output channels with a tail (20 is not a multiple
+  // of the block), accumulated in place.
+  Tensor X = placeholder({2, 8, 8, 12}, float32, "X");
+  Tensor W = placeholder({20, 8, 1, 1}, float32, "W");
+  Tensor Y = ops::conv2d_nchw(X, W, {});
+  Schedule s = ops::default_schedule({Y});
+  std::string cpp = s.to_cpp();
+  EXPECT_NE(cpp.find(R"(s["conv"].fuse({"k", "l"}))"), std::string::npos) << cpp;
+  EXPECT_EQ(cpp.find("cache_write"), std::string::npos) << cpp;
+  Buffer x = ref::random(X.shape(), 7), w = ref::random(W.shape(), 8);
+  ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, {}));
+}
 
 TEST(Ops, DepthwiseConv2d) {
   ops::Conv2dParams p{1, 1, 1, 1, 1, 1, 1};

@@ -20,6 +20,10 @@ TEST(Simplify, DivModWithRanges) {
   EXPECT_EQ(to_string(simplify((x * 16 + y) % 16, &b)), "y");
   EXPECT_EQ(to_string(simplify(y / 16, &b)), "0");
   EXPECT_EQ(to_string(simplify(y % 32, &b)), "y");
+  // One quotient over the whole range: a partitioned tail's fused index.
+  BoundsMap tail{{x.get(), {0, 42}}};
+  EXPECT_EQ(to_string(simplify((x + 516) / 43, &tail)), "12");
+  EXPECT_EQ(to_string(simplify((x + 516) % 43, &tail)), "x");
 }
 
 TEST(Simplify, ComparisonsProvedFromLoopRanges) {

@@ -366,7 +366,8 @@ class Simplifier : public IRMutator {
       if (k == 1) return a;
       CI ba = bounds(a);
       if (ba.bounded_below() && ba.min >= 0) {
-        if (ba.bounded_above() && ba.max < k) return make_int(0, op->type);
+        // One quotient over the whole range (a partitioned tail's `(x + 516) / 43`, x < 43).
+        if (ba.bounded_above() && ba.min / k == ba.max / k) return make_int(ba.min / k, op->type);
         Expr q, r;
         bool small;
         if (quotient(a, k, op->type, &q, &r, &small)) return small ? q : mutate(Add::make(q, Div::make(r, b)));
@@ -390,6 +391,7 @@ class Simplifier : public IRMutator {
       CI ba = bounds(a);
       if (ba.bounded_below() && ba.min >= 0) {
         if (ba.bounded_above() && ba.max < k) return a;
+        if (ba.bounded_above() && ba.min / k == ba.max / k) return mutate(Sub::make(a, make_int(ba.min / k * k, op->type)));
         Expr q, r;
         bool small;
         if (quotient(a, k, op->type, &q, &r, &small)) return small ? r : Mod::make(r, b);
