@@ -391,7 +391,6 @@ class Simplifier : public IRMutator {
       CI ba = bounds(a);
       if (ba.bounded_below() && ba.min >= 0) {
         if (ba.bounded_above() && ba.max < k) return a;
-        if (ba.bounded_above() && ba.min / k == ba.max / k) return mutate(Sub::make(a, make_int(ba.min / k * k, op->type)));
         Expr q, r;
         bool small;
         if (quotient(a, k, op->type, &q, &r, &small)) return small ? r : Mod::make(r, b);
