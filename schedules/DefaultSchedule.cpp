@@ -408,7 +408,7 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
 // (12 of AVX2's 16), the whole reduction inside, each weight one broadcast and each input
 // row segment one vector load. The blocks of pixels run outermost, so a block's input stays
 // in cache while all the weights pass over it. ResNet-50's 1x1 layers at 28x28 and 56x56
-// ran 150-174 GFLOP/s at 2 threads this way, the channel-blocked path 135-142.
+// ran 159-171 GFLOP/s at 2 threads this way, the channel-blocked path 133-141.
 void schedule_conv_nchw_pixels(Schedule& s, const std::string& out, int lanes, const Target& target) {
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, k, y, x, then the reduction
@@ -543,8 +543,8 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
     if (op->tag == "matmul" || (op->tag == "conv2d" && op->shape.size() == 5) || !layout.empty() || depthwise) {
       bool nchwc = op->tag == "conv2d" && layout.empty();
       int lanes = std::max(4, target.vector_bytes / op->dtype.bytes());
-      // Pixels in whole blocks only: a block's masked tail ran 1x1 layers at 14x14 (196 pixels)
-      // at 142 GFLOP/s against 167 for the channel-blocked path.
+      // Pixels in whole blocks only: with a last, narrower block (196 pixels at 14x14) the form
+      // is no faster than the channel-blocked path (1024->256: 158 GFLOP/s against 157-165).
       if (layout == "NCHW" && !depthwise && !epilogue_of.count(name) && image_axes_fuse(op) &&
           op->shape[2] * op->shape[3] % (2 * lanes) == 0) {
         schedule_conv_nchw_pixels(s, name, lanes, target);
