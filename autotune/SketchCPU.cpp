@@ -85,17 +85,25 @@ std::vector<std::pair<Operation, int>> blockable_inputs(const OperationNode* op,
   return out;
 }
 
+// A loop a tiled stage is tiled along: one of its axes, or an image's rows and columns fused
+// into one loop of pixels; `vars` are the compute's variables it runs over.
+struct TileLoop {
+  std::string name;
+  int64_t extent;
+  std::set<const ExprNode*> vars;
+};
+
 // Order of the register block's loops (the innermost tile level, unrolled into straight
 // code): the vector axis last, and just before it come the axes that index the input
 // with the fewest distinct values in the block. Those values then stay in registers while
 // the outer block loops visit each value of the other input once. In the other order
 // LLVM keeps the larger set live (e.g. every broadcast input pixel across the weight
 // vectors of a convolution) and spills: half the speed on a 3x3 conv2d.
-std::vector<size_t> register_block_order(const OperationNode* op, const std::vector<std::set<const ExprNode*>>& vars,
+std::vector<size_t> register_block_order(const OperationNode* op, const std::vector<TileLoop>& loops,
                                          const std::vector<std::vector<int64_t>>& factors, size_t vector, int lanes) {
-  size_t n = vars.size();
+  size_t n = loops.size();
   auto reads = [&](const std::set<const ExprNode*>& used, size_t d) {
-    for (auto* x : vars[d])
+    for (auto* x : loops[d].vars)
       if (used.count(x)) return true;
     return false;
   };
@@ -227,21 +235,16 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     Operation keep = s.state().stage(m).op;  // pack replaces the stage's op; keep this one alive
     const OperationNode* op = keep.get();
     // The loops to tile: the compute's axes, or with the image's two fused into one.
-    struct Loop {
-      std::string name;
-      int64_t extent;
-      std::set<const ExprNode*> vars;
-    };
-    std::vector<Loop> ax;
+    std::vector<TileLoop> ax;
     for (auto& iv : op->axis) ax.push_back({iv.name(), iv.extent(), {iv.var().get()}});
     // The vector axis: the last, or one that reads weights in another dimension (drawn).
     // The output's layout is the caller's, so its stores stay along its last axis.
     size_t v = ax.size() - 1;
     if (fuse_image) {
       TESSEL_INTERNAL_CHECK(outer.empty(), "sketch: fused image axes in a cache-write block of ", m);
-      Loop& h = ax[v - 1];
-      Loop& w = ax[v];
-      Loop pixels{s[m].fuse({Axis(h.name), Axis(w.name)}).name, h.extent * w.extent, h.vars};
+      TileLoop& h = ax[v - 1];
+      TileLoop& w = ax[v];
+      TileLoop pixels{s[m].fuse({Axis(h.name), Axis(w.name)}).name, h.extent * w.extent, h.vars};
       pixels.vars.insert(w.vars.begin(), w.vars.end());
       ax.resize(v - 1);
       ax.insert(ax.begin(), pixels);
@@ -335,9 +338,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     for (auto& r : rl) order.push_back(r[0]);
     for (auto& x : sl) order.push_back(x[2]);
     for (auto& r : rl) order.push_back(r[1]);
-    std::vector<std::set<const ExprNode*>> vars;
-    for (auto& a : ax) vars.push_back(a.vars);
-    for (size_t d : register_block_order(op, vars, sf, v, lanes)) order.push_back(sl[d][3]);
+    for (size_t d : register_block_order(op, ax, sf, v, lanes)) order.push_back(sl[d][3]);
     s[m].reorder(order);
     std::string pack_at = sl.back()[0];  // the innermost of the outermost tile loops
     if (!outer.empty()) {

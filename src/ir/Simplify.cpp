@@ -617,4 +617,19 @@ bool known_multiple(const Expr& e, int64_t n) {
   return false;
 }
 
+void conjuncts(const Expr& e, std::vector<Expr>* out) {
+  if (const And* a = e.as<And>()) {
+    conjuncts(a->a, out);
+    conjuncts(a->b, out);
+  } else {
+    out->push_back(e);
+  }
+}
+
+Expr all_of(const std::vector<Expr>& cs) {
+  Expr r;
+  for (auto& c : cs) r = r.defined() ? (r && c) : c;
+  return r;
+}
+
 }  // namespace tessel

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <unordered_map>
+#include <vector>
 
 #include "ir/IR.h"
 
@@ -41,5 +42,10 @@ bool known_multiple(const Expr& e, int64_t n);
 
 // Structural equality (same tree, same variables).
 bool equal(const Expr& a, const Expr& b);
+
+// The conjuncts of a condition (`a && b && c` as a, b, c) appended to `out`, and a list of
+// them joined again (undefined for none).
+void conjuncts(const Expr& e, std::vector<Expr>* out);
+Expr all_of(const std::vector<Expr>& cs);
 
 }  // namespace tessel

@@ -9,7 +9,6 @@
 // promoting the accumulators across the reduction loop (GEMM 2048 with a 96-row block
 // and a 512-column block ran at 12-18 GFLOP/s when only a last iteration was peeled,
 // 50-70 with the whole last row of tiles split off).
-#include <functional>
 #include <utility>
 
 #include "ir/IRMutator.h"
@@ -153,11 +152,7 @@ class GuardRemover : public IRMutator {
     const IfThenElse* g = f->body.as<IfThenElse>();
     if (!g || g->else_case.defined()) return loop;
     std::vector<Expr> cs, rest;
-    std::function<void(const Expr&)> split = [&](const Expr& e) {
-      if (const And* a = e.as<And>()) split(a->a), split(a->b);
-      else cs.push_back(e);
-    };
-    split(g->cond);
+    conjuncts(g->cond, &cs);
     // The lanes a conjunct `a < b` (or <=) keeps when a - b is `v + c` for a constant c.
     auto kept = [&](const Expr& c) -> int64_t {
       const BinaryNode* b = c.as<LT>() ? static_cast<const BinaryNode*>(c.get()) : c.as<LE>();
@@ -182,8 +177,7 @@ class GuardRemover : public IRMutator {
     }
     if (lanes == ext) return loop;
     if (lanes == 0) return Evaluate::make(make_int(0));
-    Stmt body = g->then_case;
-    for (auto it = rest.rbegin(); it != rest.rend(); ++it) body = IfThenElse::make(*it, body, Stmt());
+    Stmt body = rest.empty() ? g->then_case : IfThenElse::make(all_of(rest), g->then_case);
     return For::make(f->var, f->min, make_int(lanes), f->for_kind, body, f->thread_tag);
   }
 

@@ -9,26 +9,11 @@
 // (a 28x28 layer ran at half speed with such branches left in its register block).
 #include "ir/IRMutator.h"
 #include "ir/IRVisitor.h"
-#include "ir/Simplify.h"  // equal
+#include "ir/Simplify.h"  // equal, conjuncts
 #include "passes/Passes.h"
 
 namespace tessel {
 namespace {
-
-void conjuncts(const Expr& e, std::vector<Expr>* out) {
-  if (const And* a = e.as<And>()) {
-    conjuncts(a->a, out);
-    conjuncts(a->b, out);
-  } else {
-    out->push_back(e);
-  }
-}
-
-Expr all_of(const std::vector<Expr>& cs) {
-  Expr r;
-  for (auto& c : cs) r = r.defined() ? (r && c) : c;
-  return r;
-}
 
 // Moves the skippable conjuncts every statement of a block, or of a loop's body, is
 // guarded by (and that do not use the loop's variable) in front of the block or loop.
