@@ -184,14 +184,15 @@ void schedule_gemm(Schedule& s, const std::string& out, const std::string& acc) 
 }
 
 // Output columns per register block of a convolution whose channels are the vector (kb of
-// them): at most 12 accumulators (of AVX2's 16 registers; the rest hold the weights and a
-// broadcast). Each step of a block costs about its broadcasts plus its weight loads, so the
-// blocks of a row cost ceil(OW / reg) x (reg + kb / lanes): on ResNet-50's 512@7 layer 4
-// columns (4 + 3) ran 1.6x faster than 6 (6 + 1), on 256@14 5 columns ran 1.1x faster
-// than 6 (5 + 4 against 6 + 6 + 2).
-int64_t columns_per_block(int64_t OW, int64_t kb, int lanes) {
-  int64_t reg = 1, cost = 0;
-  for (int64_t r = 1; r <= std::min<int64_t>(OW, 12 * lanes / kb); ++r) {
+// them): at most 3/4 of the vector registers as accumulators (12 of AVX2's 16, 24 of
+// AVX-512's 32; the rest hold the weights, a broadcast and addresses: with 28 NCHW's 256@14
+// 3x3 ran 390 -> 280 GFLOP/s). Each step of a block costs about its broadcasts
+// plus its weight loads, so the blocks of a row cost ceil(OW / reg) x (reg + kb / lanes): on
+// ResNet-50's 512@7 layer (AVX2) 4 columns (4 + 3) ran 1.6x faster than 6 (6 + 1), on 256@14
+// 5 columns ran 1.1x faster than 6 (5 + 4 against 6 + 6 + 2).
+int64_t columns_per_block(int64_t OW, int64_t kb, int lanes, const Target& target) {
+  int64_t reg = 1, cost = 0, accumulators = target.vector_registers * 3 / 4;
+  for (int64_t r = 1; r <= std::min<int64_t>(OW, accumulators * lanes / kb); ++r) {
     int64_t c = (OW + r - 1) / r * (r + kb / lanes);
     if (cost == 0 || c <= cost) reg = r, cost = c;
   }
@@ -203,10 +204,11 @@ int64_t columns_per_block(int64_t OW, int64_t kb, int lanes) {
 // Up to 14 columns where each is one vector register; a block wider than the vector (16
 // channels with AVX2) takes the column count of the channel-blocked NCHW path, or the
 // accumulators spill.
-void schedule_conv_nchwc(Schedule& s, const std::string& out, const std::string& acc, int lanes) {
+void schedule_conv_nchwc(Schedule& s, const std::string& out, const std::string& acc, int lanes,
+                         const Target& target) {
   const OperationNode* op = op_of(s, out);
   int64_t OW = op->shape[3], kb = op->shape[4];
-  int64_t reg_n = kb > lanes ? columns_per_block(OW, kb, lanes) : divisor_at_most(OW, 14);
+  int64_t reg_n = kb > lanes ? columns_per_block(OW, kb, lanes, target) : divisor_at_most(OW, 14);
   if (reg_n < 4 && kb <= lanes) reg_n = std::min<int64_t>(OW, 8);
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, ko, oh, ow, ki
@@ -364,16 +366,34 @@ bool short_and_wide(const OperationNode* op, int lanes) {
   return reduction <= 64 && op->shape[3] >= 4 * lanes;
 }
 
+// Whether a convolution's weights take more memory than its input: the blocks of output
+// channels then run outermost, each block's weights staying in cache while every row of the
+// image passes over them; otherwise the rows do, each row's input staying in cache while all
+// the weights pass. Both are sizes that outgrow L2 on ResNet-50's layers: rows inside
+// channel blocks, NHWC 2048->512 at 7x7 ran 120 -> 310 GFLOP/s (AVX-512, 2 threads); rows
+// outside, NCHW 256->512 1x1 stride 2 at 56x56 ran 180 -> 277.
+bool weights_larger(Schedule& s, const std::string& acc) {
+  auto size = [](const Operation& t) {
+    int64_t n = 1;
+    for (int64_t e : t->shape) n *= e;
+    return n;
+  };
+  const OperationNode* op = op_of(s, acc);
+  return size(op->inputs()[1]) > size(op->inputs()[0]);
+}
+
 // The output of an NCHW convolution in blocks of kb channels x xb columns, parallel over
-// (image, channel block, row), the columns in vector lanes; the accumulator is computed
-// at each block.
+// (image, channel block, row) or (image, row, channel block) (weights_larger), the columns
+// in vector lanes; the accumulator is computed at each block.
 void block_nchw_output(Schedule& s, const std::string& out, const std::string& acc, int64_t kb, int64_t xb) {
+  bool channels_first = weights_larger(s, acc);
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, k, y, x
   auto [ko, ki] = o.split(axes[1], kb);
   auto [xo, xi] = o.split(axes[3], xb);
-  o.reorder({axes[0], ko, axes[2], xo, ki, xi});
-  o.parallel(o.fuse({axes[0], ko, axes[2]}));
+  Axis a = channels_first ? ko : axes[2], b = channels_first ? axes[2] : ko;
+  o.reorder({axes[0], a, b, xo, ki, xi});
+  o.parallel(o.fuse({axes[0], a, b}));
   o.vectorize(xi);
   s[acc].compute_at(o, xo);
 }
@@ -385,11 +405,12 @@ void block_nchw_output(Schedule& s, const std::string& out, const std::string& a
 // registers, stored channels innermost; each input value is one broadcast, whatever the
 // stride. The block is then copied out to the caller's NCHW rows. Channel counts that are
 // not a multiple of the vector keep the columns as the vector (schedule_conv_nchw_columns).
-void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& acc, int lanes, bool constant) {
+void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& acc, int lanes, bool constant,
+                       const Target& target) {
   const OperationNode* op = op_of(s, out);
   int64_t K = op->shape[1], OW = op->shape[3];
   int64_t kb = K % (2 * lanes) == 0 ? 2 * lanes : lanes;
-  int64_t reg = columns_per_block(OW, kb, lanes);
+  int64_t reg = columns_per_block(OW, kb, lanes, target);
   Tensor W(op_of(s, acc)->inputs()[1]);
   if (constant) {
     s.rewrite_layout(W, 0, kb);
@@ -403,19 +424,25 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   schedule_register_block(s, acc, {0, 2}, 3, 1, kb);
 }
 
+// Vectors of pixels in a register block of schedule_conv_nchw_pixels: blocks of 6 output
+// channels x 2 vectors with AVX2 (12 accumulators of 16 registers), x 4 with AVX-512 (24 of
+// 32). Of the AVX-512 blocks of 24, 6 x 4 ran ResNet-50's 56x56 1x1 layers at 340-400 GFLOP/s
+// (2 threads), 8 x 2 at 325-370 and 12 x 2 at 240-350.
+int64_t pixel_vectors(const Target& target) { return std::max(1, target.vector_registers * 3 / 4 / 6); }
+
 // A 1x1 convolution in NCHW whose pixels fuse into one axis (image_axes_fuse) as a GEMM,
-// accumulated in place: blocks of `kb` output channels x two vectors of pixels in registers
-// (12 of AVX2's 16), the whole reduction inside, each weight one broadcast and each input
-// row segment one vector load. The blocks of pixels run outermost, so a block's input stays
+// accumulated in place: blocks of 6 output channels x pixel_vectors() of pixels in
+// registers, the whole reduction inside, each weight one broadcast and each input row
+// segment one vector load. The blocks of pixels run outermost, so a block's input stays
 // in cache while all the weights pass over it. ResNet-50's 1x1 layers at 28x28 and 56x56
-// ran 159-171 GFLOP/s at 2 threads this way, the channel-blocked path 133-141.
+// ran 159-171 GFLOP/s at 2 threads this way on AVX2, the channel-blocked path 133-141.
 void schedule_conv_nchw_pixels(Schedule& s, const std::string& out, int lanes, const Target& target) {
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, k, y, x, then the reduction
-  int64_t kb = std::max(1, target.vector_registers - 4) / 2;
+  int64_t kb = 6, nv = pixel_vectors(target);
   Axis p = o.fuse({axes[2], axes[3]});
   auto [ko, ki] = o.split(axes[1], kb);
-  auto [po, pi] = o.split(p, 2 * lanes);
+  auto [po, pi] = o.split(p, nv * lanes);
   std::vector<Axis> order = {axes[0], po, ko};
   for (size_t r = 4; r < axes.size(); ++r) order.push_back(axes[r]);
   order.push_back(ki);
@@ -448,22 +475,33 @@ void schedule_conv_nchw_columns(Schedule& s, const std::string& out, const std::
 // and on the weight-heavy layers (14x14 and 7x7) every other one on a new page.
 void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& acc, int lanes, bool constant,
                         const Target& target) {
+  // Read before rewrite_layout, which replaces the stage's op.
   const OperationNode* op = op_of(s, out);
-  int64_t OW = op->shape[2], K = op->shape[3];
+  int64_t rows = op->shape[0] * op->shape[1], OW = op->shape[2], K = op->shape[3];
+  bool conv2d = op->tag == "conv2d";
   int64_t kv = K % (2 * lanes) == 0 ? 2 * lanes : std::min<int64_t>(K, lanes);
-  int64_t reg = columns_per_block(OW, kv, lanes);  // a last partial block of columns is guarded
+  int64_t blocks = op->shape[0] * ((K + kv - 1) / kv);
+  bool weights_first = weights_larger(s, acc);
+  int64_t reg = columns_per_block(OW, kv, lanes, target);  // a last partial block of columns is guarded
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, y, x, k
   auto [xo, xi] = o.split(axes[2], reg);
   auto [ko, ki] = o.split(axes[3], kv);
-  if (constant && op->tag == "conv2d") s.rewrite_layout(Tensor(op_of(s, acc)->inputs()[1]), 3, kv);
-  std::vector<Axis> par = {axes[0], axes[1]};
-  o.reorder({axes[0], axes[1], xo, ko, xi, ki});
-  // The column blocks join the rows where these do not share evenly (7 rows on 2 cores).
-  if (!target.shares_evenly(op->shape[0] * op->shape[1])) par.push_back(xo);
-  o.parallel(o.fuse(par));
+  if (constant && conv2d) s.rewrite_layout(Tensor(op_of(s, acc)->inputs()[1]), 3, kv);
+  if (weights_first) {
+    o.reorder({axes[0], ko, axes[1], xo, xi, ki});
+    std::vector<Axis> par = {axes[0], ko};
+    if (!target.shares_evenly(blocks)) par.push_back(axes[1]);
+    o.parallel(o.fuse(par));
+  } else {
+    std::vector<Axis> par = {axes[0], axes[1]};
+    o.reorder({axes[0], axes[1], xo, ko, xi, ki});
+    // The column blocks join the rows where these do not share evenly (7 rows on 2 cores).
+    if (!target.shares_evenly(rows)) par.push_back(xo);
+    o.parallel(o.fuse(par));
+  }
   o.vectorize(ki);
-  s[acc].compute_at(o, ko);
+  s[acc].compute_at(o, weights_first ? xo : ko);
   schedule_register_block(s, acc, {0, 1}, 2, 3, kv);
 }
 
@@ -546,7 +584,7 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       // Pixels in whole blocks only: with a last, narrower block (196 pixels at 14x14) the form
       // is no faster than the channel-blocked path (1024->256: 158 GFLOP/s against 157-165).
       if (layout == "NCHW" && !depthwise && !epilogue_of.count(name) && image_axes_fuse(op) &&
-          op->shape[2] * op->shape[3] % (2 * lanes) == 0) {
+          op->shape[2] * op->shape[3] % (pixel_vectors(target) * lanes) == 0) {
         schedule_conv_nchw_pixels(s, name, lanes, target);
         done.insert(name);
         continue;
@@ -565,11 +603,13 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       bool pad_in_place = false;
       if (depthwise) {
         schedule_depthwise(s, out, acc, lanes);
-        // 9 FMAs per output, 9 / stride^2 per input: 144@56 stride 2 ran 215 -> 66 us read
-        // in place; 960@7 55 -> 105 us, so not on narrow rows.
-        pad_in_place = strided_columns(op) || op->shape[3] >= 3 * lanes;
+        // 9 FMAs per output, 9 / stride^2 per input: the copy costs as much as the
+        // convolution. The border taps are masked loads (vectorize_loops drops the clamps that
+        // the padding's select makes redundant): 384@14 ran 32 -> 15 us in place (AVX-512 and
+        // AVX2 code alike), 960@7 17 -> 10 us (AVX-512; AVX2 the same).
+        pad_in_place = true;
       } else if (layout == "NCHW" && op->shape[1] % lanes == 0 && !short_and_wide(op, lanes)) {
-        schedule_conv_nchw(s, out, acc, lanes, constant(op->inputs()[1].get()));
+        schedule_conv_nchw(s, out, acc, lanes, constant(op->inputs()[1].get()), target);
         // At a stride the copy is a pass over an input 4x the output's area: ResNet-50's
         // 128@56 3x3 stride 2 ran 136 -> 162 GFLOP/s; not the 3-channel stem (145 -> 141).
         pad_in_place = strided_columns(op) && input->shape[1] >= lanes;
@@ -578,7 +618,7 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       } else if (layout == "NHWC") {
         schedule_conv_nhwc(s, out, acc, lanes, constant(op->inputs()[1].get()), target);
       } else if (nchwc) {
-        schedule_conv_nchwc(s, out, acc, lanes);
+        schedule_conv_nchwc(s, out, acc, lanes, target);
       } else {
         schedule_gemm(s, out, acc);
       }

@@ -259,3 +259,55 @@ TEST(CodeGen, StridedLoadsAreOneReadAndAShuffle) {
     for (int64_t k = 0; k < n; ++k) ASSERT_FLOAT_EQ(b.get(k), float(a.get(k * stride) * 2)) << "stride " << stride;
   }
 }
+
+// A padded copy reads X[clamp(j - 1)] where 1 <= j < 14: lanes of one vector fall on both
+// sides of the border. The clamp is dropped and the read masked by the select's condition:
+// one masked load, not a gather of clamped lanes; at stride 2 (the padding inlined into its
+// strided reader) one masked read of the span and a shuffle.
+TEST(CodeGen, PaddedReadsAreMaskedVectorLoads) {
+  Tensor X = placeholder({4, 13}, float32, "X");
+  Tensor P = ops::pad(X, {0, 1}, {0, 2}, 0.0, "P");  // [4, 16]
+  Tensor S = compute({4, 8}, [&](Var i, Var j) { return P(i, j * 2 + 1) + P(i, j * 2); }, "S");
+  Schedule s({P, S});
+  s[P].vectorize("j");
+  s[S].vectorize("j");
+  Module m = build(s, {X, P, S});
+  std::string ir = m.llvm_ir();
+  EXPECT_EQ(ir.find("masked.gather"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("masked.load"), std::string::npos) << ir;
+  Buffer x = ref::random(X.shape(), 4), p({4, 16}, float32), out({4, 8}, float32);
+  m(x, p, out);
+  auto padded = [&](int64_t i, int64_t j) { return j >= 1 && j < 14 ? float(x.get(i * 13 + j - 1)) : 0.0f; };
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t j = 0; j < 16; ++j) ASSERT_FLOAT_EQ(p.get(i * 16 + j), padded(i, j)) << i << "," << j;
+    for (int64_t j = 0; j < 8; ++j)
+      ASSERT_FLOAT_EQ(out.get(i * 8 + j), padded(i, 2 * j + 1) + padded(i, 2 * j)) << i << "," << j;
+  }
+}
+
+// A clamp the condition does not imply stays: the read is of the clamped element.
+TEST(CodeGen, ClampsTheConditionDoesNotImplyStay) {
+  Tensor X = placeholder({16}, float32, "X");
+  Tensor Y = compute({16}, [&](Var j) { return select(j >= 2, X(max(min(j - 4, 15), 0)), 1.0f); }, "Y");
+  Schedule s({Y});
+  s[Y].vectorize("i");
+  Buffer x = ref::random(X.shape(), 5);
+  Buffer y = ref::run(s, {X, Y}, {x})[0];
+  for (int64_t j = 0; j < 16; ++j) ASSERT_FLOAT_EQ(y.get(j), j >= 2 ? float(x.get(std::max<int64_t>(j - 4, 0))) : 1.0f);
+}
+
+// 7 lanes (a 7x7 image's row) are one masked access of 8: LLVM splits a 7-wide load into
+// pieces. The read and the write stop at the 7th element, here the buffers' last.
+TEST(CodeGen, OddWidthVectorsAreOneMaskedAccess) {
+  Tensor A = placeholder({3, 7}, float32, "A");
+  Tensor B = compute({3, 7}, [&](Var i, Var j) { return A(i, j) * 2.0f; }, "B");
+  Schedule s({B});
+  s[B].vectorize("j");
+  Module m = build(s, {A, B});
+  std::string ir = m.llvm_ir();
+  EXPECT_NE(ir.find("masked.load.v8f32"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("masked.store.v8f32"), std::string::npos) << ir;
+  Buffer a = ref::random(A.shape(), 6), b({3, 7}, float32);
+  m(a, b);
+  for (int64_t k = 0; k < 21; ++k) ASSERT_FLOAT_EQ(b.get(k), float(a.get(k) * 2));
+}

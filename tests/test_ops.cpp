@@ -137,8 +137,9 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Ops, OneByOneNchwDefaultIsAGemmOverThePixels) {
   // The rows and columns run as one axis of pixels in vector lanes (whole vectors across
   // the ends of 12-column rows), blocks of output channels with a tail (20 is not a multiple
-  // of the block), accumulated in place.
-  Tensor X = placeholder({2, 8, 8, 12}, float32, "X");
+  // of the block), accumulated in place. 192 pixels fill whole blocks of two AVX2 vectors
+  // and of four AVX-512 ones.
+  Tensor X = placeholder({2, 8, 16, 12}, float32, "X");
   Tensor W = placeholder({20, 8, 1, 1}, float32, "W");
   Tensor Y = ops::conv2d_nchw(X, W, {});
   Schedule s = ops::default_schedule({Y});

@@ -402,15 +402,42 @@ class CodeGen {
       if (!t.is_bool() && v->getType() != type(t)) v = b_.CreateSExt(v, type(t));
     } else if (dense(l->index, &base)) {
       llvm::Value* p = element_ptr(l->buffer, emit(base));
-      v = mask ? static_cast<llvm::Value*>(b_.CreateMaskedLoad(mem_type(t), p, elem_align(et), mask))
-               : b_.CreateAlignedLoad(mem_type(t), p, elem_align(et));
-    } else if (int64_t stride = small_stride(l->index); stride && !mask && !et.is_bool()) {
-      v = strided_load(l->buffer, l->index.as<Ramp>()->base, stride, t);
+      if (unsigned w = padded_lanes(l->buffer, t); w && !mask) {
+        auto* wide = llvm::FixedVectorType::get(mem_type(et), w);
+        v = b_.CreateShuffleVector(b_.CreateMaskedLoad(wide, p, elem_align(et), first_lanes(t.lanes, w)),
+                                   lane_indices(t.lanes, t.lanes));
+      } else {
+        v = mask ? static_cast<llvm::Value*>(b_.CreateMaskedLoad(mem_type(t), p, elem_align(et), mask))
+                 : b_.CreateAlignedLoad(mem_type(t), p, elem_align(et));
+      }
+    } else if (int64_t stride = small_stride(l->index); stride && !et.is_bool()) {
+      v = strided_load(l->buffer, l->index.as<Ramp>()->base, stride, t, mask);
     } else {
       v = b_.CreateMaskedGather(mem_type(t), element_ptr(l->buffer, emit(l->index)), elem_align(et), mask);
     }
     if (t.is_bool()) v = b_.CreateTrunc(v, type(t));
     return v;
+  }
+
+  // The lanes to access a dense vector of t with where its lane count is odd (the 14 columns
+  // of a 14x14 image), else 0: the next power of two, masked, is one instruction; LLVM splits
+  // an odd width into pieces (14 floats: three loads and two inserts). Not for stack buffers,
+  // which masked accesses would keep from being promoted to registers.
+  unsigned padded_lanes(const Var& buffer, DType t) {
+    unsigned n = unsigned(t.lanes), w = llvm::PowerOf2Ceil(n);
+    if (n < 3 || w == n || t.is_bool() || llvm::isa<llvm::AllocaInst>(vars_.at(buffer.get()))) return 0;
+    return w;
+  }
+  llvm::Constant* first_lanes(int n, unsigned w) {
+    std::vector<llvm::Constant*> on;
+    for (unsigned i = 0; i < w; ++i) on.push_back(b_.getInt1(i < unsigned(n)));
+    return llvm::ConstantVector::get(on);
+  }
+  // Lanes 0..n-1 of a vector, then undefined ones up to w.
+  static std::vector<int> lane_indices(int n, unsigned w) {
+    std::vector<int> idx(w, -1);
+    for (int i = 0; i < n; ++i) idx[size_t(i)] = i;
+    return idx;
   }
 
   // The constant stride (2 to 4) of a ramp index, else 0.
@@ -422,16 +449,24 @@ class CodeGen {
 
   // Lanes `stride` elements apart (a strided convolution's or pooling's input columns): one
   // contiguous read of the span and a shuffle that keeps every stride-th element, instead
-  // of a gather (AVX2's costs about a load per lane). The span's last stride - 1 elements
-  // are not needed and are masked off, so the read never goes past the last lane.
-  llvm::Value* strided_load(const Var& buffer, const Expr& base, int64_t stride, DType t) {
-    unsigned lanes = unsigned(t.lanes), span = unsigned(stride) * lanes;
+  // of a gather (AVX2's costs about a load per lane). Only the kept elements are read (the
+  // others are masked off, as are those of inactive lanes under `mask`), so the read never
+  // goes past the last lane; the span is a power of two, for one masked instruction.
+  llvm::Value* strided_load(const Var& buffer, const Expr& base, int64_t stride, DType t, llvm::Value* mask) {
+    unsigned lanes = unsigned(t.lanes), span = unsigned(llvm::PowerOf2Ceil(uint64_t(stride) * lanes));
     DType et = buffer_type_.at(buffer.get());
     auto* wide = llvm::FixedVectorType::get(mem_type(et), span);
     std::vector<llvm::Constant*> keep;
-    for (unsigned i = 0; i < span; ++i) keep.push_back(b_.getInt1(i <= unsigned(stride) * (lanes - 1)));
-    llvm::Value* all = b_.CreateMaskedLoad(wide, element_ptr(buffer, emit(base)), elem_align(et),
-                                           llvm::ConstantVector::get(keep));
+    std::vector<int> from_mask;  // lane of `mask` deciding each element, or `lanes` (off)
+    for (unsigned i = 0; i < span; ++i) {
+      bool kept = i % unsigned(stride) == 0 && i / unsigned(stride) < lanes;
+      keep.push_back(b_.getInt1(kept));
+      from_mask.push_back(int(kept ? i / unsigned(stride) : lanes));
+    }
+    llvm::Value* span_mask = llvm::ConstantVector::get(keep);
+    if (mask)
+      span_mask = b_.CreateShuffleVector(mask, llvm::Constant::getNullValue(mask->getType()), from_mask);
+    llvm::Value* all = b_.CreateMaskedLoad(wide, element_ptr(buffer, emit(base)), elem_align(et), span_mask);
     std::vector<int> every;
     for (unsigned i = 0; i < lanes; ++i) every.push_back(int(i * unsigned(stride)));
     return b_.CreateShuffleVector(all, every);
@@ -477,7 +512,10 @@ class CodeGen {
       b_.CreateAlignedStore(v, element_ptr(st->buffer, emit(st->index)), elem_align(et));
     } else if (dense(st->index, &base)) {
       llvm::Value* p = element_ptr(st->buffer, emit(base));
-      if (mask) b_.CreateMaskedStore(v, p, elem_align(et), mask);
+      if (unsigned w = padded_lanes(st->buffer, t); w && !mask)
+        b_.CreateMaskedStore(b_.CreateShuffleVector(v, lane_indices(t.lanes, w)), p, elem_align(et),
+                             first_lanes(t.lanes, w));
+      else if (mask) b_.CreateMaskedStore(v, p, elem_align(et), mask);
       else b_.CreateAlignedStore(v, p, elem_align(et));
     } else {
       b_.CreateMaskedScatter(v, element_ptr(st->buffer, emit(st->index)), elem_align(et), mask);

@@ -19,6 +19,58 @@ Expr widen(const Expr& e, int lanes) {
   return Broadcast::make(e, lanes);
 }
 
+// What a select's condition says is non-negative: each conjunct a < b as b - a - 1, a <= b as
+// b - a, and so on.
+std::vector<Expr> nonnegative_facts(const Expr& cond) {
+  std::vector<Expr> cs, facts;
+  conjuncts(cond, &cs);
+  for (auto& c : cs) {
+    const BinaryNode* b = static_cast<const BinaryNode*>(c.get());
+    switch (c.get()->kind) {
+      case NodeKind::LT: facts.push_back(b->b - b->a - 1); break;
+      case NodeKind::LE: facts.push_back(b->b - b->a); break;
+      case NodeKind::GT: facts.push_back(b->a - b->b - 1); break;
+      case NodeKind::GE: facts.push_back(b->a - b->b); break;
+      default: break;
+    }
+  }
+  return facts;
+}
+
+// Drops the clamps max(x, lo) and min(x, hi) that keep a read in bounds where a select's
+// condition already does (a padded copy reads X[max(min(v - pad, n - 1), 0)] where
+// pad <= v < pad + n): x - lo, or hi - x, differs from one of the facts by a non-negative
+// constant.
+class Unclamp : public IRMutator {
+ public:
+  explicit Unclamp(std::vector<Expr> facts) : facts_(std::move(facts)) {}
+  bool changed = false;
+
+ protected:
+  Expr visit(const Max* op, const Expr& e) override {
+    Expr a = mutate(op->a);
+    if (!implied(a - op->b)) return IRMutator::visit(op, e);
+    changed = true;
+    return a;
+  }
+  Expr visit(const Min* op, const Expr& e) override {
+    Expr a = mutate(op->a);
+    if (!implied(op->b - a)) return IRMutator::visit(op, e);
+    changed = true;
+    return a;
+  }
+
+ private:
+  bool implied(const Expr& nonnegative) const {
+    for (auto& f : facts_) {
+      int64_t d;
+      if (is_const_int(simplify(nonnegative - f), &d) && d >= 0) return true;
+    }
+    return false;
+  }
+  std::vector<Expr> facts_;
+};
+
 class Widen : public IRMutator {
  public:
   Widen(const Var& v, int lanes, const BoundsMap& bounds) : var_(v), lanes_(lanes), bounds_(bounds) {}
@@ -74,6 +126,16 @@ class Widen : public IRMutator {
   Expr visit(const Select* op, const Expr& e) override {
     Expr c = mutate(op->cond), t = mutate(op->t), f = mutate(op->f);
     if (c.dtype().is_scalar() && t.dtype().is_scalar() && f.dtype().is_scalar()) return IRMutator::visit(op, e);
+    // Reads in bounds only where the condition holds (a padded copy's) would gather their
+    // clamped lanes: unclamped and masked by the condition, they are one masked vector load.
+    Unclamp u(nonnegative_facts(op->cond));
+    Expr unclamped = u.mutate(op->t);
+    if (u.changed && c.dtype().is_vector()) {
+      Expr saved = pred_;
+      pred_ = saved.defined() ? (saved && c) : c;
+      t = mutate(unclamped);
+      pred_ = saved;
+    }
     return Select::make(widen(c, lanes_), widen(t, lanes_), widen(f, lanes_));
   }
   Expr visit(const Call* op, const Expr& e) override {
