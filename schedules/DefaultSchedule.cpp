@@ -185,11 +185,11 @@ void schedule_gemm(Schedule& s, const std::string& out, const std::string& acc) 
 
 // Output columns per register block of a convolution whose channels are the vector (kb of
 // them): at most 3/4 of the vector registers as accumulators (12 of AVX2's 16, 24 of
-// AVX-512's 32; the rest hold the weights, a broadcast and addresses: with 28 NCHW's 256@14
-// 3x3 ran 390 -> 280 GFLOP/s). Each step of a block costs about its broadcasts
-// plus its weight loads, so the blocks of a row cost ceil(OW / reg) x (reg + kb / lanes): on
-// ResNet-50's 512@7 layer (AVX2) 4 columns (4 + 3) ran 1.6x faster than 6 (6 + 1), on 256@14
-// 5 columns ran 1.1x faster than 6 (5 + 4 against 6 + 6 + 2).
+// AVX-512's 32; the rest hold the weights, a broadcast and addresses: with 28, NCHW's 256@14
+// 3x3 ran 390 -> 280 GFLOP/s). Each step of a block costs about its broadcasts plus its
+// weight loads, so the blocks of a row cost ceil(OW / reg) x (reg + kb / lanes): on
+// ResNet-50's 512@7 layer (AVX2) 4 columns (4 + 3) ran 1.6x faster than 6 (6 + 1), on
+// 256@14 5 columns ran 1.1x faster than 6 (5 + 4 against 6 + 6 + 2).
 int64_t columns_per_block(int64_t OW, int64_t kb, int lanes, const Target& target) {
   int64_t reg = 1, cost = 0, accumulators = target.vector_registers * 3 / 4;
   for (int64_t r = 1; r <= std::min<int64_t>(OW, accumulators * lanes / kb); ++r) {
