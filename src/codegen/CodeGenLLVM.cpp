@@ -2,6 +2,7 @@
 
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "codegen/LLVMHeaders.h"
 #include "codegen/VectorMath.h"
@@ -41,6 +42,7 @@ class CodeGen {
       vars_[prog.args[i].buffer.get()] = impl->getArg(unsigned(i));
       buffer_type_[prog.args[i].buffer.get()] = prog.args[i].op->dtype;
     }
+    find_updated_buffers(prog.func.body);
     emit(prog.func.body);
     b_.CreateRetVoid();
     end_function();
@@ -419,13 +421,32 @@ class CodeGen {
     return v;
   }
 
-  // The lanes to access a dense vector of t with where its lane count is odd (the 14 columns
-  // of a 14x14 image), else 0: the next power of two, masked, is one instruction; LLVM splits
-  // an odd width into pieces (14 floats: three loads and two inserts). Not for stack buffers,
-  // which masked accesses would keep from being promoted to registers.
+  // Buffers the program both reads and writes (accumulated in place): padded_lanes leaves
+  // them alone, as LLVM keeps a loop's accumulators in registers only through plain loads
+  // and stores.
+  void find_updated_buffers(const Stmt& body) {
+    std::unordered_set<const ExprNode*> read, written;
+    visit_exprs(body, [&](const Expr& e) {
+      if (const Load* l = e.as<Load>()) read.insert(l->buffer.get());
+    });
+    visit_stmts(body, [&](const Stmt& st) {
+      if (const Store* w = st.as<Store>()) written.insert(w->buffer.get());
+    });
+    for (auto* b : written)
+      if (read.count(b)) updated_.insert(b);
+  }
+
+  // The lanes to access a dense vector of t with where it ends in part of a machine vector
+  // (the 14 columns of a 14x14 image), else 0: the last machine vector, masked, is one
+  // instruction, where LLVM splits the part into pieces (14 floats: three loads and two
+  // inserts). Not for stack buffers or buffers updated in place, whose accesses must stay
+  // plain for LLVM to keep them in registers.
   unsigned padded_lanes(const Var& buffer, DType t) {
-    unsigned n = unsigned(t.lanes), w = llvm::PowerOf2Ceil(n);
-    if (n < 3 || w == n || t.is_bool() || llvm::isa<llvm::AllocaInst>(vars_.at(buffer.get()))) return 0;
+    unsigned n = unsigned(t.lanes), machine = unsigned(std::max(1, target_.vector_bytes / t.bytes()));
+    unsigned w = (n + machine - 1) / machine * machine;
+    if (n < 3 || w == n || t.is_bool() || updated_.count(buffer.get()) ||
+        llvm::isa<llvm::AllocaInst>(vars_.at(buffer.get())))
+      return 0;
     return w;
   }
   llvm::Constant* first_lanes(int n, unsigned w) {
@@ -688,6 +709,7 @@ class CodeGen {
   llvm::BasicBlock* entry_ = nullptr;
   std::unordered_map<const ExprNode*, llvm::Value*> vars_;
   std::unordered_map<const ExprNode*, DType> buffer_type_;
+  std::unordered_set<const ExprNode*> updated_;
   bool in_parallel_ = false;
   int par_count_ = 0;
   const std::vector<std::string>* index_errors_ = nullptr;
