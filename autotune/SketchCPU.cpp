@@ -278,7 +278,9 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
         // of the 9 best ResNet-50 conv2d kernels had them; the ninth (512@7 3x3: 7 columns
         // of one vector) ran 10% faster as 4 columns of two (172 against 157 GFLOP/s).
         int64_t prefer = extent % (2 * lanes) == 0 ? 2 * lanes : lanes;
-        sf.push_back(tr.tile(extent, 3, last ? 2 * lanes : 16, last ? prefer : 0));
+        // Fused pixels take up to 4 vectors (6 output channels x 4 vectors of pixels filled
+        // AVX-512's registers best in the default's GEMM over the pixels).
+        sf.push_back(tr.tile(extent, 3, last ? (fuse_image ? 4 : 2) * lanes : 16, last ? prefer : 0));
         if (micro) sf.back()[1] = 1;
       }
       int64_t regs = (sf[v][2] + lanes - 1) / lanes;
@@ -293,12 +295,13 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
         tiles *= (ax[d].extent + inner - 1) / inner;
       }
       bool fits = outer.empty() || block <= kMaxLocalBlockBytes;
-      // Fused pixels in place: whole vectors, and tiles that divide the pixels where whole
-      // vectors can (the last block of 196 or 49 pixels runs narrower vectors: see
+      // Fused pixels in place: whole vectors, a power of two of them in a register block,
+      // and where the pixels fill whole vectors, a last block of a power of two of them too
+      // (see ops::whole_pixel_vectors; 196 or 49 pixels end in a narrower vector: see
       // remove_true_guards).
-      int64_t pixels = sf[v][0] * sf[v][1] * sf[v][2];
-      bool even = target_.shares_evenly(tiles) &&
-                  (!fuse_image || (sf[v][2] % lanes == 0 && (ax[v].extent % pixels == 0 || ax[v].extent % lanes)));
+      int64_t e = ax[v].extent, vec = sf[v][2];
+      bool whole = ops::whole_pixel_vectors(e % lanes ? vec : e, vec, lanes);
+      bool even = target_.shares_evenly(tiles) && (!fuse_image || whole);
       if (!fresh || attempt == 200 || (even && (!prior || (regs >= 4 && regs <= max_regs && fits)))) break;
       tr.rewind(mark);
     }

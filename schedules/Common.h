@@ -26,6 +26,8 @@ const OperationNode* op_of(Schedule& s, const std::string& name);
 // Whether the last two spatial axes of `op` (an image's rows and columns) can run as one
 // loop of consecutive pixels (see Conv.cpp).
 bool image_axes_fuse(const OperationNode* op);
+// Whether fused pixels fill whole vectors in blocks of `block`, the last a power of two of them.
+bool whole_pixel_vectors(int64_t pixels, int64_t block, int64_t lanes);
 Schedule gpu_default_schedule(const std::vector<Tensor>& outputs, const Target& target);
 
 }  // namespace tessel::ops

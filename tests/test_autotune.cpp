@@ -187,7 +187,8 @@ TEST(Autotune, SketchParallelLoopsShareEvenlyAmongTheCores) {
 
 TEST(Autotune, OneByOneNchwConvolutionsMayTileTheirPixelsAsOneAxis) {
   // A 1x1 stride-1 NCHW convolution is a GEMM over the image's pixels: the rows and columns
-  // may be fused into one vector axis, tiled in whole vectors and outermost. Those
+  // may be fused into one vector axis, tiled in whole vectors (a power of two of them) and
+  // outermost. Those
   // candidates, and their mutants, give the reference answer. Where the input's pixels are
   // not consecutive (padding, a stride, a wider window) the two axes are never fused.
   Target t = Target::host();
@@ -199,7 +200,10 @@ TEST(Autotune, OneByOneNchwConvolutionsMayTileTheirPixelsAsOneAxis) {
   for (const Candidate& c : fused) {
     Schedule s = Schedule::replay(w.outputs, c.steps);
     for (const Step& st : c.steps)
-      if (st.kind == Step::Vectorize) EXPECT_EQ(axis_extent(s, st.stage, st.axes[0]) % (t.vector_bytes / 4), 0) << c.key;
+      if (st.kind == Step::Vectorize) {
+        int64_t lanes = t.vector_bytes / 4, extent = axis_extent(s, st.stage, st.axes[0]), vectors = extent / lanes;
+        EXPECT_TRUE(extent % lanes == 0 && (vectors & (vectors - 1)) == 0) << extent << " lanes: " << c.key;
+      }
   }
   for (const char* shape : {"C=12,H=8,W=8,K=20,R=1,S=1,stride=2", "C=12,H=8,W=8,K=20,R=3,S=3,pad=1",
                             "C=12,H=8,W=8,K=20,R=1,S=1,pad=1"})
