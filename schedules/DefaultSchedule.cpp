@@ -488,20 +488,16 @@ void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& 
   auto [xo, xi] = o.split(axes[2], reg);
   auto [ko, ki] = o.split(axes[3], kv);
   if (constant && conv2d) s.rewrite_layout(Tensor(op_of(s, acc)->inputs()[1]), 3, kv);
-  if (weights_first) {
-    o.reorder({axes[0], ko, axes[1], xo, xi, ki});
-    std::vector<Axis> par = {axes[0], ko};
-    if (!target.shares_evenly(blocks)) par.push_back(axes[1]);
-    o.parallel(o.fuse(par));
-  } else {
-    std::vector<Axis> par = {axes[0], axes[1]};
-    o.reorder({axes[0], axes[1], xo, ko, xi, ki});
-    // The column blocks join the rows where these do not share evenly (7 rows on 2 cores).
-    if (!target.shares_evenly(rows)) par.push_back(xo);
-    o.parallel(o.fuse(par));
-  }
+  // Channel blocks, rows, column blocks (weights_larger), or rows, column blocks, channel
+  // blocks; the second joins the first in the parallel loop where the first does not share
+  // evenly (7 rows on 2 cores); the accumulator is computed at the third.
+  std::vector<Axis> outer = weights_first ? std::vector<Axis>{ko, axes[1], xo} : std::vector<Axis>{axes[1], xo, ko};
+  o.reorder({axes[0], outer[0], outer[1], outer[2], xi, ki});
+  std::vector<Axis> par = {axes[0], outer[0]};
+  if (!target.shares_evenly(weights_first ? blocks : rows)) par.push_back(outer[1]);
+  o.parallel(o.fuse(par));
   o.vectorize(ki);
-  s[acc].compute_at(o, weights_first ? xo : ko);
+  s[acc].compute_at(o, outer[2]);
   schedule_register_block(s, acc, {0, 1}, 2, 3, kv);
 }
 

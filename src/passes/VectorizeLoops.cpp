@@ -128,13 +128,15 @@ class Widen : public IRMutator {
     if (c.dtype().is_scalar() && t.dtype().is_scalar() && f.dtype().is_scalar()) return IRMutator::visit(op, e);
     // Reads in bounds only where the condition holds (a padded copy's) would gather their
     // clamped lanes: unclamped and masked by the condition, they are one masked vector load.
-    Unclamp u(nonnegative_facts(op->cond));
-    Expr unclamped = u.mutate(op->t);
-    if (u.changed && c.dtype().is_vector()) {
-      Expr saved = pred_;
-      pred_ = saved.defined() ? (saved && c) : c;
-      t = mutate(unclamped);
-      pred_ = saved;
+    if (c.dtype().is_vector()) {
+      Unclamp u(nonnegative_facts(op->cond));
+      Expr unclamped = u.mutate(op->t);
+      if (u.changed) {
+        Expr saved = pred_;
+        pred_ = saved.defined() ? (saved && c) : c;
+        t = mutate(unclamped);
+        pred_ = saved;
+      }
     }
     return Select::make(widen(c, lanes_), widen(t, lanes_), widen(f, lanes_));
   }
