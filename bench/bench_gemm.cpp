@@ -16,7 +16,14 @@ int main(int argc, char** argv) {
               host_cpu_name().c_str());
   std::vector<int64_t> sizes = {512, 1024, 2048};
   std::vector<int> threads = {1, 2};
-  if (argc > 1) sizes = {std::atoll(argv[1])};
+  if (argc > 1) {
+    int64_t n = std::atoll(argv[1]);
+    if (n <= 0) {
+      std::fprintf(stderr, "usage: %s [N]: N x N x N GEMMs (default 512, 1024 and 2048); got '%s'\n", argv[0], argv[1]);
+      return 2;
+    }
+    sizes = {n};
+  }
   bench::Report report("gemm");
   for (int64_t n : sizes) {
     std::string shape = std::to_string(n) + "x" + std::to_string(n) + "x" + std::to_string(n);

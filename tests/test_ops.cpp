@@ -32,6 +32,29 @@ INSTANTIATE_TEST_SUITE_P(Ops, MatmulShapes,
                                            std::make_tuple(96, 128, 80, false, true),
                                            std::make_tuple(17, 9, 5, true, true)));
 
+TEST(Ops, MatmulDefaultBlocksTheColumnOperand) {
+  // A constant B (the weights) is rewritten once into panels [N / 32, K, 32], plain or
+  // transposed; one that is not is packed per call where it is transposed or its rows, a
+  // multiple of 4 KB apart, alias in the cache (K = 1024 rows of 1024 floats), and read as
+  // given otherwise.
+  for (auto [M, K, N, tb, constant, layout] : std::vector<std::tuple<int, int, int, bool, bool, std::string>>{
+           {40, 96, 64, false, true, "rewrite_layout"},
+           {40, 96, 64, true, true, "rewrite_layout"},
+           {40, 96, 64, true, false, "pack"},
+           {40, 96, 64, false, false, ""},
+           {16, 1024, 1024, false, false, "pack"}}) {
+    Tensor A = placeholder({M, K}, float32, "A");
+    Tensor B = placeholder(tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, float32, "B");
+    Tensor C = ops::matmul(A, B, false, tb);
+    Schedule s = ops::default_schedule({C}, Target::host(), constant ? std::vector<Tensor>{B} : std::vector<Tensor>{});
+    std::string cpp = s.to_cpp();
+    for (std::string step : {"rewrite_layout", "pack"})
+      EXPECT_EQ(cpp.find("s." + step + "(s.tensor(\"B\")") != std::string::npos, step == layout) << cpp;
+    Buffer a = ref::random(A.shape(), 1), b = ref::random(B.shape(), 2);
+    ref::expect_close(ref::run(s, {A, B, C}, {a, b})[0], ref::matmul(a, b, false, tb));
+  }
+}
+
 TEST(Ops, DenseBiasRelu) {
   Tensor X = placeholder({37, 64}, float32, "X");
   Tensor W = placeholder({50, 64}, float32, "W");
