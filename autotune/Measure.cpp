@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "runtime/Job.h"
@@ -90,10 +91,14 @@ std::string seconds_text(double s) {
     for (size_t i = 0; opts.flush_caches && i < inputs.size(); ++i)
       if (std::find(w.constants.begin(), w.constants.end(), w.args[i].name()) == w.constants.end())
         warm.push_back(inputs[i]);
+    std::optional<CacheFlusher> flusher;
+    if (opts.flush_caches) flusher.emplace(opts.flush_bytes);
+    std::function<void()> flush;
+    if (flusher) flush = [&] { (*flusher)(warm); };
     std::vector<double> costs = best_known > 0 && first > kHopeless * best_known
                                     ? std::vector<double>{first}
                                     : time_module(m, args, opts.repeat, opts.number, opts.min_repeat_ms, progress,
-                                                  first, opts.flush_caches ? &warm : nullptr);
+                                                  first, flush);
     std::string line = "R";
     for (double c : costs) line += ' ' + seconds_text(c);
     write_all(out_fd, line + "\n");
@@ -203,7 +208,7 @@ void finish(Worker& wk, ErrorCode timeout_code, const char* phase, double timeou
 
 std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args, int repeat, int number,
                                 double min_repeat_ms, const std::function<void()>& after_batch, double warm_run,
-                                const std::vector<Buffer>* flush) {
+                                const std::function<void()>& flush) {
   std::vector<void*> ptrs;
   for (auto& b : args) ptrs.push_back(b.raw());
   auto done = [&] {
@@ -214,7 +219,7 @@ std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args
     while (int(costs.size()) < std::max(1, repeat)) {
       double s = 0;
       for (int i = 0; i < 3; ++i) {
-        flush_caches(*flush);
+        flush();
         auto t = Clock::now();
         m.call_raw(ptrs.data());
         s += seconds_since(t);

@@ -68,9 +68,9 @@ class Measurer {
 // repeat). `after_batch` is called, outside the timed regions, after each batch of runs
 // (the worker reports progress with it). `warm_run`: seconds of a call just made (0:
 // none): it stands for the warm-up and sizes the first batch. With `flush`, each call is
-// timed alone after flush_caches(*flush) and a repeat is the mean of 3.
+// timed alone after flush() and a repeat is the mean of 3.
 std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args, int repeat, int number,
                                 double min_repeat_ms, const std::function<void()>& after_batch = {},
-                                double warm_run = 0, const std::vector<Buffer>* flush = nullptr);
+                                double warm_run = 0, const std::function<void()>& flush = {});
 
 }  // namespace tessel::autotune

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "graph/NetworkImpl.h"
@@ -32,13 +33,28 @@ void call(const Step& s, const std::vector<Buffer>& args) {
 }
 
 namespace {
-// Seconds of the fastest of `calls` calls of a step as a network runs it (flush_caches): its
-// weights from memory, its other arguments (`warm`) from the caches.
-double time_in_network(const Step& s, const std::vector<Buffer>& args, const std::vector<Buffer>& warm, int calls) {
+// Bytes a network reads between two calls of one kernel: every tensor its kernels read or
+// write, the weights included. A flush of that size (CacheFlusher) leaves a kernel's weights
+// where the network would have: in the caches when the whole network fits there.
+int64_t network_bytes(const Graph& g, const std::vector<Part>& parts) {
+  std::set<int> ids;
+  for (const Part& p : parts) {
+    ids.insert(p.compute.input_ids.begin(), p.compute.input_ids.end());
+    ids.insert(p.compute.output_ids.begin(), p.compute.output_ids.end());
+  }
+  int64_t bytes = 0;
+  for (int id : ids) bytes += g.values[size_t(id)].elements() * g.values[size_t(id)].dtype.bytes();
+  return bytes;
+}
+
+// Seconds of the fastest of `calls` calls of a step as a network runs it (CacheFlusher): its
+// weights from where the network leaves them, its other arguments (`warm`) from the caches.
+double time_in_network(const Step& s, const std::vector<Buffer>& args, const std::vector<Buffer>& warm,
+                       const CacheFlusher& flush, int calls) {
   call(s, args);  // prepares rewritten weights
   double best = 1e30;
   for (int c = 0; c < calls; ++c) {
-    flush_caches(warm);
+    flush(warm);
     auto t = std::chrono::steady_clock::now();
     call(s, args);
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
@@ -48,7 +64,7 @@ double time_in_network(const Step& s, const std::vector<Buffer>& args, const std
 
 // `select = "measure"`: the step's kernel (tuned or default), the other of the two, and a
 // vendor kernel, timed on the part's real weights as the network runs them; the fastest stays.
-void choose(const Graph& g, const Part& p, Step& step, const CompileOptions& opts) {
+void choose(const Graph& g, const Part& p, Step& step, const CompileOptions& opts, const CacheFlusher& flush) {
   std::vector<Buffer> args, warm;
   for (int id : p.compute.input_ids) {
     const Value& v = g.values[size_t(id)];
@@ -78,7 +94,7 @@ void choose(const Graph& g, const Part& p, Step& step, const CompileOptions& opt
   std::vector<double> best(candidates.size(), 1e30);
   for (int round = 0; round < 3; ++round)
     for (size_t c = 0; c < candidates.size(); ++c)
-      best[c] = std::min(best[c], time_in_network(candidates[c], args, warm, 3));
+      best[c] = std::min(best[c], time_in_network(candidates[c], args, warm, flush, 3));
   step = candidates[size_t(std::min_element(best.begin(), best.end()) - best.begin())];
   // A vendor kernel runs instead of the module: the module goes, with the weight copies it
   // prepared while it was timed (ResNet-50 with oneDNN everywhere: 40 MB).
@@ -95,7 +111,10 @@ Network compile(const Graph& input, const CompileOptions& opts) {
   std::map<std::string, size_t> built;  // by part key: the first step with that code
   std::optional<autotune::TuningLog> log;
   if (!opts.log.empty()) log.emplace(opts.log);
-  for (Part& p : partition(g)) {
+  std::vector<Part> parts = partition(g);
+  std::optional<CacheFlusher> flush;  // released when the kernels are chosen
+  if (opts.select == "measure") flush.emplace(network_bytes(g, parts));
+  for (Part& p : parts) {
     Step step;
     step.inputs = p.compute.input_ids, step.outputs = p.compute.output_ids, step.nodes = p.nodes, step.ops = p.ops;
     auto it = built.find(p.key);
@@ -127,7 +146,7 @@ Network compile(const Graph& input, const CompileOptions& opts) {
         }
       }
       if (!best) step.module = build_kernel(p.compute, g, bo);
-      if (opts.select == "measure") choose(g, p, step, opts);
+      if (flush) choose(g, p, step, opts, *flush);
       built.emplace(p.key, impl->steps.size());
     }
     impl->steps.push_back(std::move(step));
@@ -193,7 +212,8 @@ std::vector<autotune::TaskResult> tune(const Graph& input, const autotune::TuneO
   std::vector<autotune::Workload> tasks;
   std::vector<double> weights;
   std::map<std::string, size_t> index;  // part key -> task
-  for (const Part& p : partition(g)) {
+  std::vector<Part> parts = partition(g);
+  for (const Part& p : parts) {
     if (!worth_tuning(g, p)) continue;
     auto [it, fresh] = index.emplace(p.key, tasks.size());
     if (fresh) tasks.push_back(workload_of(g, p)), weights.push_back(0);
@@ -201,9 +221,10 @@ std::vector<autotune::TaskResult> tune(const Graph& input, const autotune::TuneO
   }
   TESSEL_USER_CHECK(!tasks.empty(), "the network has no kernel worth tuning (no convolution, matmul, pooling or "
                     "normalisation)");
-  // Timed with their weights read from memory, as the network runs them.
+  // Timed with their weights where the network leaves them.
   autotune::TuneOptions in_network = tuning;
   in_network.flush_caches = true;
+  in_network.flush_bytes = network_bytes(g, parts);
   return autotune::tune_tasks(tasks, weights, in_network);
 }
 

@@ -606,6 +606,18 @@ TEST(Autotune, TinyKernelsHaveNonZeroCosts) {
     for (double c : rec.costs) EXPECT_GT(c, 0) << steps_to_json(rec.steps);
 }
 
+// A flush touches what the network reads (graph::compile and graph::tune pass its tensors'
+// bytes), never more than twice the last-level cache, which is also what 0 asks for.
+TEST(Autotune, CacheFlusherTouchesWhatTheNetworkReads) {
+  CacheFlusher most;
+  EXPECT_GE(most.bytes(), 1 << 20);
+  EXPECT_EQ(CacheFlusher(3 << 20).bytes(), std::min<int64_t>(3 << 20, most.bytes()));
+  EXPECT_EQ(CacheFlusher(int64_t(1) << 50).bytes(), most.bytes());
+  Buffer warm({256}, float32);
+  warm.fill_random(1);
+  CacheFlusher(1 << 20)({warm});
+}
+
 // Timed as in a network (graph::tune): each call after the caches are emptied, every repeat
 // recorded.
 TEST(Autotune, CacheFlushedTimingsAreRecordedPerRepeat) {

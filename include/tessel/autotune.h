@@ -72,9 +72,11 @@ struct TuneOptions {
   int repeat = 3;                 // timing repeats (each the mean of `number` runs)
   int number = 0;                 // runs per repeat; 0 = as many as min_repeat_ms needs
   double min_repeat_ms = 40;
-  // Each timed call after flush_caches(): the weights read from memory, as in a network
-  // (graph::tune sets it); a repeat is then the mean of 3 calls.
+  // Each timed call after a CacheFlusher of flush_bytes (what the rest of the network reads;
+  // 0: twice the last-level cache): the weights evicted as in a network (graph::tune sets
+  // both); a repeat is then the mean of 3 calls.
   bool flush_caches = false;
+  int64_t flush_bytes = 0;
   uint64_t seed = 1;
   int threads = 0;                // threads kernels run with; 0 = all cores
   int build_workers = 0;          // candidates compiled at once; 0 = cores

@@ -116,11 +116,22 @@ Module build(const Schedule& sch, const std::vector<Tensor>& args, const BuildOp
 // Threads used by parallel loops (default: all cores, or TESSEL_NUM_THREADS).
 void set_num_threads(int n);
 int num_threads();
-// Empties the CPU caches (a buffer of twice the last-level cache read and written line by
-// line), then reads `warm` back in: a kernel timed next reads everything else (its weights)
-// from memory, as it does in a network, and its inputs from the caches, where the kernel
-// before left them.
-void flush_caches(const std::vector<Buffer>& warm);
+// Evicts a kernel's weights from the CPU caches before a timed call, as a network does
+// between two calls of one kernel: it reads and writes `bytes` line by line (what the rest
+// of the network reads in between; 0, or more than twice the last-level cache: twice that
+// cache), then reads `warm` back in. The kernel timed next then reads everything else (its
+// weights) from memory where the network's other data would have evicted them, and its
+// inputs from the caches, where the kernel before left them. The buffer lives as long as
+// the flusher.
+class CacheFlusher {
+ public:
+  explicit CacheFlusher(int64_t bytes = 0);
+  void operator()(const std::vector<Buffer>& warm) const;
+  int64_t bytes() const { return int64_t(evict_.size()); }
+
+ private:
+  mutable std::vector<char> evict_;
+};
 // Runs body(begin, end) over runs of [0, n) on those threads: a vendor library called between
 // Tessel's kernels (graph::compile's oneDNN candidates) works on them rather than on threads of
 // its own, which would spin, unyielding, while Tessel's next kernel runs.
