@@ -55,6 +55,30 @@ TEST(Ops, MatmulDefaultBlocksTheColumnOperand) {
   }
 }
 
+TEST(Ops, ElementWiseChainsAfterAProductAreItsEpilogue) {
+  // product + bias, then x * erf(x) of the biased product (read twice, as exporters write
+  // GELU): both are computed on the product's register block, the bias stage inlined; no
+  // buffer of the whole product is allocated.
+  Tensor A = placeholder({24, 40}, float32, "A"), B = placeholder({40, 48}, float32, "B");
+  Tensor bias = placeholder({48}, float32, "bias");
+  Tensor C = ops::matmul(A, B);
+  Tensor D = compute({24, 48}, [&](Var i, Var j) { return C(i, j) + bias(j); }, "D", "broadcast");
+  Tensor G = compute({24, 48}, [&](Var i, Var j) { return D(i, j) * erf(D(i, j)); }, "G", "elemwise");
+  Schedule s = ops::default_schedule({G}, Target::host(), {B});
+  std::string cpp = s.to_cpp();
+  EXPECT_NE(cpp.find(R"(s["D"].compute_inline())"), std::string::npos) << cpp;
+  EXPECT_NE(cpp.find(R"(].compute_at(s["G"])"), std::string::npos) << cpp;
+  Buffer a = ref::random(A.shape(), 1), b = ref::random(B.shape(), 2), c = ref::random(bias.shape(), 3);
+  Module m = build(s, {A, B, bias, G});
+  EXPECT_EQ(m.lowered().str().find("[float32 * 1152]"), std::string::npos) << m.lowered().str();
+  Buffer want = ref::matmul(a, b, false, false);
+  for (int64_t i = 0; i < want.size(); ++i) {
+    double v = want.get(i) + c.get(i % 48);
+    want.set(i, v * std::erf(v));
+  }
+  ref::expect_close(ref::run(s, {A, B, bias, G}, {a, b, c})[0], want);
+}
+
 TEST(Ops, DenseBiasRelu) {
   Tensor X = placeholder({37, 64}, float32, "X");
   Tensor W = placeholder({50, 64}, float32, "W");
@@ -211,6 +235,9 @@ TEST(Ops, DepthwiseConv2dNhwc) {
     for (int64_t i = 0; i < wn.size(); ++i) wn.set(i, cmrs.get(i));  // [C, m, R, S] is [C*m, 1, R, S] in memory
     p.groups = c.C;
     Buffer want = ref::permute(ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), wn, p), {0, 2, 3, 1});
+    // The padding is read in place, not copied first.
+    std::string cpp = ops::default_schedule({Y}).to_cpp();
+    EXPECT_NE(cpp.find(R"(.pad"].compute_inline())"), std::string::npos) << cpp;
     ref::expect_close(run_default({X, W, Y}, {x, w})[0], want);
     ref::expect_close(ref::run(ops::default_schedule({Y}, Target::host(), {W}), {X, W, Y}, {x, w})[0], want);
   }
