@@ -241,22 +241,48 @@ int64_t columns_per_block(int64_t OW, int64_t kb, int lanes, const Target& targe
   return reg;
 }
 
+// Whether a convolution's weights take more memory than its input: the blocks of output
+// channels then run outermost, each block's weights staying in cache while every row of the
+// image passes over them; otherwise the rows do, each row's input staying in cache while all
+// the weights pass. Both are sizes that outgrow L2 on ResNet-50's layers: rows inside
+// channel blocks, NHWC 2048->512 at 7x7 ran 120 -> 310 GFLOP/s (AVX-512, 2 threads); rows
+// outside, NCHW 256->512 1x1 stride 2 at 56x56 ran 180 -> 277.
+bool weights_larger(Schedule& s, const std::string& acc) {
+  auto size = [](const Operation& t) {
+    int64_t n = 1;
+    for (int64_t e : t->shape) n *= e;
+    return n;
+  };
+  const OperationNode* op = op_of(s, acc);
+  return size(op->inputs()[1]) > size(op->inputs()[0]);
+}
+
 // Convolution in NCHW[x]c: the output block of kb channels is the vector; reg_n output
 // columns are accumulated in registers while the input channels and window run outside.
 // Up to 14 columns where each is one vector register; a block wider than the vector (16
 // channels with AVX2) takes the column count of the channel-blocked NCHW path, or the
-// accumulators spill.
+// accumulators spill. With AVX-512's 32 registers, two blocks of channels share each
+// broadcast input: 2 x up to 12 columns, a divisor of the row (12 columns with a tail of
+// 8 ran 64@56 3x3 at half the speed). ResNet-50's layers ran 10-25% faster so (2 threads:
+// 256@14 3x3 364 -> 441 GFLOP/s, 2048->512 1x1 at 7x7 273 -> 331); with AVX2 code pairs
+// ran up to 1.8x slower (6 columns at most). Rows run outermost where the input is larger
+// than the weights (weights_larger): 256->512 1x1 stride 2 at 56x56 226 -> 298.
 void schedule_conv_nchwc(Schedule& s, const std::string& out, const std::string& acc, int lanes,
                          const Target& target) {
   const OperationNode* op = op_of(s, out);
-  int64_t OW = op->shape[3], kb = op->shape[4];
-  int64_t reg_n = kb > lanes ? columns_per_block(OW, kb, lanes, target) : divisor_at_most(OW, 14);
+  int64_t KO = op->shape[1], OW = op->shape[3], kb = op->shape[4];
+  int64_t pair = kb == lanes && KO % 2 == 0 && target.vector_registers >= 32 ? 2 : 1;
+  int64_t reg_n = kb > lanes ? columns_per_block(OW, kb, lanes, target)
+                 : divisor_at_most(OW, pair > 1 ? target.vector_registers * 3 / 4 / pair : 14);
   if (reg_n < 4 && kb <= lanes) reg_n = std::min<int64_t>(OW, 8);
+  bool rows_first = !weights_larger(s, acc);
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, ko, oh, ow, ki
+  auto [koo, koi] = o.split(axes[1], pair);
   auto [owo, owi] = o.split(axes[3], reg_n);
-  o.reorder({axes[0], axes[1], axes[2], owo, owi, axes[4]});
-  Axis f = o.fuse({axes[0], axes[1], axes[2]});
+  Axis a1 = rows_first ? axes[2] : koo, a2 = rows_first ? koo : axes[2];
+  o.reorder({axes[0], a1, a2, owo, koi, owi, axes[4]});
+  Axis f = o.fuse({axes[0], a1, a2});
   o.parallel(f);
   o.vectorize(axes[4]);
   Stage a = s[acc];
@@ -265,8 +291,10 @@ void schedule_conv_nchwc(Schedule& s, const std::string& out, const std::string&
   std::vector<std::string> sp, red;
   for (auto& iv : aop->axis) sp.push_back(iv.name());
   for (auto& iv : aop->reduce_axis) red.push_back(iv.name());  // ico, ry, rx, ici
+  auto [akoo, akoi] = a.split(sp[1], pair);
   auto [aowo, aowi] = a.split(sp[3], reg_n);
-  a.reorder({sp[0], sp[1], sp[2], aowo, red[0], red[1], red[2], red[3], aowi, sp[4]});
+  a.reorder({sp[0], akoo, sp[2], aowo, red[0], red[1], red[2], red[3], akoi, aowi, sp[4]});
+  a.unroll(akoi);
   a.unroll(aowi);
   a.vectorize(sp[4]);
 }
@@ -406,22 +434,6 @@ bool short_and_wide(const OperationNode* op, int lanes) {
   int64_t reduction = 1;
   for (auto& r : op->reduce_axis) reduction *= r.extent();
   return reduction <= 64 && op->shape[3] >= 4 * lanes;
-}
-
-// Whether a convolution's weights take more memory than its input: the blocks of output
-// channels then run outermost, each block's weights staying in cache while every row of the
-// image passes over them; otherwise the rows do, each row's input staying in cache while all
-// the weights pass. Both are sizes that outgrow L2 on ResNet-50's layers: rows inside
-// channel blocks, NHWC 2048->512 at 7x7 ran 120 -> 310 GFLOP/s (AVX-512, 2 threads); rows
-// outside, NCHW 256->512 1x1 stride 2 at 56x56 ran 180 -> 277.
-bool weights_larger(Schedule& s, const std::string& acc) {
-  auto size = [](const Operation& t) {
-    int64_t n = 1;
-    for (int64_t e : t->shape) n *= e;
-    return n;
-  };
-  const OperationNode* op = op_of(s, acc);
-  return size(op->inputs()[1]) > size(op->inputs()[0]);
 }
 
 // The output of an NCHW convolution in blocks of kb channels x xb columns, parallel over

@@ -181,6 +181,24 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{1, 8, 11, 11, 16, 3, 3, {2, 2, 1, 1, 1, 1, 1}},      // stride 2, padding read in place
                       ConvCase{2, 8, 8, 12, 20, 1, 1, {1, 1, 0, 0, 1, 1, 1}}));     // 1x1 over 96 pixels: a GEMM
 
+TEST(Ops, NchwcDefaultPairsChannelBlocksWith32Registers) {
+  // With AVX-512's 32 registers, two blocks of 16 output channels share each broadcast input,
+  // columns a divisor of the row; run here with this CPU's own vectors, the answer is the same.
+  Target t = Target::host();
+  t.vector_bytes = 64, t.vector_registers = 32;
+  for (int64_t stride : {1, 2}) {
+    ops::Conv2dParams p{stride, stride, 1, 1, 1, 1, 1};
+    Tensor X = placeholder({1, 16, 14, 14}, float32, "X"), W = placeholder({64, 16, 3, 3}, float32, "W");
+    Tensor Yb = ops::conv2d_nchwc(ops::nchw_to_nchwc(X, 16), ops::kcrs_to_kcrsck(W, 16, 16), p, "conv");
+    Tensor Y = ops::nchwc_to_nchw(Yb);
+    Schedule s = ops::default_schedule({Y}, t);
+    std::string cpp = s.to_cpp();
+    EXPECT_NE(cpp.find(R"(s["conv"].split("j", 2))"), std::string::npos) << cpp;
+    Buffer x = ref::random(X.shape(), 1), w = ref::random(W.shape(), 2);
+    ref::expect_close(ref::run(s, {X, W, Y}, {x, w}, {.target = t})[0], ref::conv2d_nchw(x, w, p));
+  }
+}
+
 TEST(Ops, OneByOneNchwDefaultIsAGemmOverThePixels) {
   // The rows and columns run as one axis of pixels in vector lanes (whole vectors across
   // the ends of 12-column rows), blocks of output channels with a tail (20 is not a multiple
