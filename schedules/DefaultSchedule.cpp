@@ -532,7 +532,7 @@ void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& 
   // Read before rewrite_layout, which replaces the stage's op.
   const OperationNode* op = op_of(s, out);
   int64_t rows = op->shape[0] * op->shape[1], OW = op->shape[2], K = op->shape[3];
-  bool conv2d = op->tag == "conv2d";
+  bool conv2d = op_of(s, acc)->tag == "conv2d";
   int64_t kv = K % (2 * lanes) == 0 ? 2 * lanes : std::min<int64_t>(K, lanes);
   int64_t blocks = op->shape[0] * ((K + kv - 1) / kv);
   bool weights_first = weights_larger(s, acc);

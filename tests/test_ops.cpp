@@ -77,6 +77,25 @@ TEST(Ops, ElementWiseChainsAfterAProductAreItsEpilogue) {
     want.set(i, v * std::erf(v));
   }
   ref::expect_close(ref::run(s, {A, B, bias, G}, {a, b, c})[0], want);
+
+  // An NHWC convolution + bias + ReLU: its constant weights are still read rewritten.
+  Tensor X = placeholder({1, 6, 6, 16}, float32, "X"), W = placeholder({3, 3, 16, 32}, float32, "W");
+  Tensor Y = ops::conv2d_nhwc(X, W, {1, 1, 1, 1, 1, 1, 1}, "conv");
+  Tensor bias32 = placeholder({32}, float32, "bias32");
+  Tensor Yb = compute({1, 6, 6, 32}, [&](Var n, Var y, Var x, Var k) { return Y(n, y, x, k) + bias32(k); }, "Yb",
+                      "broadcast");
+  Tensor R = compute({1, 6, 6, 32}, [&](Var n, Var y, Var x, Var k) { return max(Yb(n, y, x, k), Expr(0.0f)); }, "R",
+                     "elemwise");
+  Schedule sc = ops::default_schedule({R}, Target::host(), {W});
+  cpp = sc.to_cpp();
+  EXPECT_NE(cpp.find(R"(s.rewrite_layout(s.tensor("W"))"), std::string::npos) << cpp;
+  EXPECT_NE(cpp.find(R"(].compute_at(s["R"])"), std::string::npos) << cpp;
+  Buffer x = ref::random(X.shape(), 4), w = ref::random(W.shape(), 5), b32 = ref::random({32}, 6);
+  Buffer conv = ref::permute(ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), ref::permute(w, {3, 2, 0, 1}),
+                                              {1, 1, 1, 1, 1, 1, 1}),
+                             {0, 2, 3, 1});
+  for (int64_t i = 0; i < conv.size(); ++i) conv.set(i, std::max(0.0, conv.get(i) + b32.get(i % 32)));
+  ref::expect_close(ref::run(sc, {X, W, bias32, R}, {x, w, b32})[0], conv);
 }
 
 TEST(Ops, DenseBiasRelu) {
