@@ -269,14 +269,22 @@ TEST(Graph, OnednnConvolutionsWithPostOpsMatchTesselsKernels) {
 }
 
 TEST(Graph, NhwcLayoutTransposesOnlyWhereAChainBeginsAndEnds) {
-  for (const std::string& model : {models::inverted_residual(16, 16, 6, 1, 14), models::resnet_basic_block(8, 8, 2)}) {
+  // ResNet-18's max pool and global average pool run in NHWC too.
+  for (const std::string& model : {models::inverted_residual(16, 16, 6, 1, 14), models::resnet_basic_block(8, 8, 2),
+                                   models::resnet(18, 64)}) {
     Graph g = load_onnx_bytes(model);
     Graph before = optimize(g, {.fuse = false}), after = optimize(g, {.fuse = false, .layout = "NHWC"});
     std::printf("before:\n%safter:\n%s", before.str().c_str(), after.str().c_str());
-    int transposes = 0, convs = 0;
-    for (const Node& n : after.nodes) transposes += n.op == "Transpose", convs += n.op == "tessel.ConvNhwc";
+    int transposes = 0, convs = 0, pools = 0, nchw_pools = 0;
+    for (const Node& n : after.nodes) {
+      transposes += n.op == "Transpose", convs += n.op == "tessel.ConvNhwc";
+      pools += n.op == "tessel.MaxPoolNhwc" || n.op == "tessel.GlobalAveragePoolNhwc";
+      nchw_pools += n.op == "MaxPool" || n.op == "GlobalAveragePool";
+    }
     EXPECT_EQ(transposes, 2);  // the input into NHWC, the output back
     EXPECT_GE(convs, 3);
+    EXPECT_EQ(nchw_pools, 0);
+    EXPECT_EQ(pools, model == models::resnet(18, 64) ? 2 : 0);
     Buffer in(g.values[size_t(g.inputs[0])].shape, float32);
     in.fill_random(8);
     Buffer want = compile(g, {.rewrite = false, .fuse = false}).run({in})[0];

@@ -193,23 +193,26 @@ std::vector<Tensor> matmul(const OpInputs& in) {
   }, in, "batch_matmul")};
 }
 
-// In NCHWc (`blocked`, which the layout pass makes) the channel block follows the spatial axes.
-std::vector<Tensor> pool(const OpInputs& in, bool is_max, bool blocked) {
+// In the layouts the layout pass makes, the channels (NHWC) or the channel block (NCHWc)
+// follow the spatial axes.
+std::vector<Tensor> pool(const OpInputs& in, bool is_max, Layout layout) {
   const Tensor& x = in[0];
+  bool blocked = layout == Layout::NCHWc, last = layout != Layout::NCHW;  // an axis after the spatial ones
+  size_t first = layout == Layout::NHWC ? 1 : 2;                          // the first spatial axis
   if (x.ndim() < 3 + blocked) in.fail("the input must be [N, C, spatial...]");
   if (in.node.outputs.size() > 1 && in.node.outputs[1] >= 0) in.fail("the Indices output is not supported");
-  size_t n = size_t(x.ndim() - 2 - blocked);
-  std::vector<int64_t> spatial(x.shape().begin() + 2, x.shape().begin() + 2 + int64_t(n));
+  size_t n = size_t(x.ndim()) - first - last;
+  std::vector<int64_t> spatial(x.shape().begin() + int64_t(first), x.shape().begin() + int64_t(first + n));
   Window w = window(in, spatial, in.node.attr_ints("kernel_shape"), in.node.attr_int("ceil_mode", 0) != 0);
   if (!is_max && w.dilation != std::vector<int64_t>(n, 1)) in.fail("AveragePool has no dilations before opset 19");
   // Pad to cover every window, ceil mode's extra one included.
-  std::vector<int64_t> before(2, 0), after(2, 0);
+  std::vector<int64_t> before(first, 0), after(first, 0);
   for (size_t d = 0; d < n; ++d) {
     before.push_back(w.before[d]);
     int64_t need = (w.out[d] - 1) * w.stride[d] + (w.kernel[d] - 1) * w.dilation[d] + 1;
     after.push_back(std::max<int64_t>(0, need - spatial[d] - w.before[d]));
   }
-  if (blocked) before.push_back(0), after.push_back(0);
+  if (last) before.push_back(0), after.push_back(0);
   DType t = x.dtype();
   double fill = is_max ? (t.is_float() ? -std::numeric_limits<double>::infinity()
                                        : t.is_uint() ? 0.0 : -std::pow(2.0, t.bits - 1))
@@ -218,14 +221,14 @@ std::vector<Tensor> pool(const OpInputs& in, bool is_max, bool blocked) {
   bool include_pad = in.node.attr_int("count_include_pad", 0) != 0;
   std::vector<IterVar> r;
   for (size_t d = 0; d < n; ++d) r.push_back(reduce_axis(w.kernel[d], "r" + std::to_string(d)));
-  std::vector<int64_t> shape{x.shape()[0], x.shape()[1]};
+  std::vector<int64_t> shape(x.shape().begin(), x.shape().begin() + int64_t(first));
   shape.insert(shape.end(), w.out.begin(), w.out.end());
-  if (blocked) shape.push_back(x.shape().back());
+  if (last) shape.push_back(x.shape().back());
   auto window_at = [&](const std::vector<Var>& i) {
-    std::vector<Expr> at{i[0], i[1]};
+    std::vector<Expr> at(i.begin(), i.begin() + int64_t(first));
     for (size_t d = 0; d < n; ++d)
-      at.push_back(i[d + 2] * Expr(int(w.stride[d])) + r[d].var() * Expr(int(w.dilation[d])));
-    if (blocked) at.push_back(i.back());
+      at.push_back(i[d + first] * Expr(int(w.stride[d])) + r[d].var() * Expr(int(w.dilation[d])));
+    if (last) at.push_back(i.back());
     return at;
   };
   if (is_max)
@@ -237,7 +240,7 @@ std::vector<Tensor> pool(const OpInputs& in, bool is_max, bool blocked) {
     // never the ones ceil mode adds past the end.
     Expr count;
     for (size_t d = 0; d < n; ++d) {
-      Expr lo = i[d + 2] * Expr(int(w.stride[d])) - Expr(int(w.before[d]));
+      Expr lo = i[d + first] * Expr(int(w.stride[d])) - Expr(int(w.before[d]));
       Expr hi = lo + Expr(int(w.kernel[d]));
       Expr first = include_pad ? Expr(int(-w.before[d])) : Expr(0);
       Expr last = Expr(int(spatial[d] + (include_pad ? w.after[d] : 0)));
@@ -306,16 +309,16 @@ void add_nn_ops(OpTable& t) {
   t["tessel.ConvNchwc"] = [](const OpInputs& in) { return conv(in, Layout::NCHWc); };
   t["Gemm"] = gemm;
   t["MatMul"] = matmul;
-  t["MaxPool"] = [](const OpInputs& in) { return pool(in, true, false); };
-  t["AveragePool"] = [](const OpInputs& in) { return pool(in, false, false); };
-  t["tessel.MaxPoolNchwc"] = [](const OpInputs& in) { return pool(in, true, true); };
-  t["tessel.AveragePoolNchwc"] = [](const OpInputs& in) { return pool(in, false, true); };
-  for (bool blocked : {false, true})
-    t[blocked ? "tessel.GlobalAveragePoolNchwc" : "GlobalAveragePool"] = [blocked](const OpInputs& in) {
+  for (auto [suffix, layout] : {std::pair{"", Layout::NCHW}, {"Nhwc", Layout::NHWC}, {"Nchwc", Layout::NCHWc}}) {
+    std::string prefix = layout == Layout::NCHW ? "" : "tessel.";
+    t[prefix + "MaxPool" + suffix] = [layout](const OpInputs& in) { return pool(in, true, layout); };
+    t[prefix + "AveragePool" + suffix] = [layout](const OpInputs& in) { return pool(in, false, layout); };
+    t[prefix + "GlobalAveragePool" + suffix] = [layout](const OpInputs& in) {
       std::vector<int64_t> axes;
-      for (int k = 2; k < in[0].ndim() - blocked; ++k) axes.push_back(k);
+      for (int k = layout == Layout::NHWC ? 1 : 2; k < in[0].ndim() - (layout != Layout::NCHW); ++k) axes.push_back(k);
       return std::vector<Tensor>{reduce(in[0], axes, true, "mean", stage_name(in))};
     };
+  }
   // The layout pass's transforms into NCHWc (attribute `block`: channels per block) and back.
   t["tessel.ToNchwc"] = [](const OpInputs& in) {
     return std::vector<Tensor>{ops::nchw_to_nchwc(in[0], in.node.attr_int("block", 8), stage_name(in))};
