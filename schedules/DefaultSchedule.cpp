@@ -36,9 +36,8 @@ bool is_epilogue(Schedule& s, const std::string& out, const std::string& acc) {
 // The output that all the stages reading `acc` lead to, directly or through one another, where
 // every one of them is an epilogue of it (a graph's fused conv + bias + Clip, or matmul + bias
 // + the GELU of Erf that reads the biased product twice): computed on the accumulator's
-// block, the stages between inlined into it. Left out, such chains ran as a pass of their own
-// over a temporary of the whole product: MobileNetV2's 16->96 1x1 convolution at 112x112
-// took 383 us in the network, 132 us with its bias and Clip fused.
+// block, the stages between inlined into it. Left out, such a chain runs as a pass of its own
+// over a temporary of the whole product.
 std::string epilogue_output(Schedule& s, const std::string& acc) {
   std::string out;
   std::vector<std::string> todo = s.state().readers(acc);
@@ -130,10 +129,8 @@ void schedule_reduction(Schedule& s, const std::string& name) {
 // stride is a multiple of a large power of two fall into few cache sets: with an L2 of 16
 // ways of 128 KB (2 MB, this Xeon), gcd(stride, 128 KB) bytes apart they keep 16 x 128 KB /
 // gcd rows, and the panel of one block is read again for every strip of rows. Half of that
-// leaves room for the other operand. It matched all nine GEMMs measured (AVX-512, 2 threads):
-// unpacked 128x768x768 ran 347 GFLOP/s (packed 296), 512^3 361 (336), 128x512x1536 312 (301);
-// packed 128x768x768 -> 128x1024x1024 168 -> 277, 128x3072x768 113 -> 276, 128x768x2048
-// 131 -> 276, 128x1024x512 203 -> 285, 64x4096x1024 119 -> 222.
+// leaves room for the other operand. Where the rows do not alias, packing costs more than it
+// saves (a pass over the operand).
 bool rows_alias(int64_t stride, int64_t rows) {
   int64_t span = 128 << 10;
   return rows > 8 * span / std::gcd(stride, span);
@@ -142,8 +139,8 @@ bool rows_alias(int64_t stride, int64_t rows) {
 // The operand read along the output's columns j, B[k, j] or B[j, k] (dense weights), read
 // in panels [j / bn, k, j % bn] so that the vector loop over j reads one contiguous row of
 // a panel (B[j, k] unblocked gathers a column). A constant operand (the weights, at
-// inference) is rewritten once: 128x768x3072 122 -> 367 GFLOP/s. One that is not is packed
-// on each call, a pass over it, where it is transposed or its rows alias (rows_alias).
+// inference) is rewritten once; one that is not is packed on each call, a pass over it,
+// where it is transposed or its rows alias (rows_alias).
 void block_column_operand(Schedule& s, const std::string& acc, int64_t bn, const IsConstant& constant) {
   const OperationNode* op = op_of(s, acc);
   size_t nd = op->axis.size();
@@ -262,11 +259,10 @@ bool weights_larger(Schedule& s, const std::string& acc) {
 // Up to 14 columns where each is one vector register; a block wider than the vector (16
 // channels with AVX2) takes the column count of the channel-blocked NCHW path, or the
 // accumulators spill. With AVX-512's 32 registers, two blocks of channels share each
-// broadcast input: 2 x up to 12 columns, a divisor of the row (12 columns with a tail of
-// 8 ran 64@56 3x3 at half the speed). ResNet-50's layers ran 10-25% faster so (2 threads:
-// 256@14 3x3 364 -> 441 GFLOP/s, 2048->512 1x1 at 7x7 273 -> 331); with AVX2 code pairs
-// ran up to 1.8x slower (6 columns at most). Rows run outermost where the input is larger
-// than the weights (weights_larger): 256->512 1x1 stride 2 at 56x56 226 -> 298.
+// broadcast input, which halves the broadcasts per FMA: 2 x up to 12 columns, a divisor of
+// the row (a guarded tail block of columns costs more than a narrower block). AVX2's 16
+// registers leave pairs 6 columns at most, fewer FMAs per weight load than one block of 14.
+// Rows run outermost where the input is larger than the weights (weights_larger).
 void schedule_conv_nchwc(Schedule& s, const std::string& out, const std::string& acc, int lanes,
                          const Target& target) {
   const OperationNode* op = op_of(s, out);
@@ -666,10 +662,7 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       } else if (layout == "NHWC") {
         schedule_conv_nhwc(s, out, acc, lanes, constant(op->inputs()[1].get()), target);
         // The channels are the vector, so a tap's padding is one condition per pixel that
-        // partitioning mostly removes; the copy was a pass over the whole input at the root.
-        // In place (AVX-512, 2 threads), depthwise with Clip: 96@112 stride 2 287 -> 95 us,
-        // 144@56 143 -> 67 us, 960@7 25 -> 8 us; convolutions: 3->32 stride 2 106 -> 51 us,
-        // 128@28 612 -> 526 us, the others 0-12% faster.
+        // partitioning mostly removes, where a copy at the root is a pass over the whole input.
         pad_in_place = true;
       } else if (nchwc) {
         schedule_conv_nchwc(s, out, acc, lanes, target);

@@ -4,8 +4,8 @@
 // (graph.md §2: transforms only where a consumer needs another layout, shared by all
 // consumers). Weights are transformed here, once.
 // - NHWC: Tessel's depthwise convolutions keep the channels as the vector, which NCHW's
-//   depthwise layers could not; pools vectorize over the channels (ResNet-50's max pool
-//   between two transposes of its 112x112 input took 1.6 ms).
+//   depthwise layers could not; pools vectorize over the channels, rather than run in NCHW
+//   between two transposes of a large input.
 // - NCHWc, blocks of one vector of channels: a convolution's accumulators are its output's
 //   own layout, so a fused bias, residual and activation read and write whole vectors, and
 //   pools vectorize over the block whatever their stride (in NCHW, a 1x1 convolution's

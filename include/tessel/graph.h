@@ -170,7 +170,8 @@ Graph optimize(const Graph& g, const CompileOptions& opts = {});
 // pooling, normalisation) is one task, weighted by how many kernels of the network it is; the
 // task scheduler spreads `tuning.trials` over them, appending to `tuning.log` (resume with
 // `tuning.resume`). Candidates are timed as the network runs them, their weights evicted by
-// as many bytes as the network reads (TuneOptions::flush_caches). compile() with `log` set then builds the tuned kernels.
+// as many bytes as the network reads (TuneOptions::flush_caches). compile() with `log` set
+// then builds the tuned kernels.
 std::vector<autotune::TaskResult> tune(const Graph& g, const autotune::TuneOptions& tuning,
                                        const CompileOptions& opts = {});
 

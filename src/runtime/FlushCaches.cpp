@@ -2,8 +2,8 @@
 // are in a network, where each kernel's weights were last read a whole network ago (TVM's
 // enable_cpu_cache_flush). Timed warm, a kernel that reads its weights many times looks
 // faster than it runs in the network; flushed with a buffer larger than the network, it
-// looks slower (and the buffer of twice a 480 MB last-level cache, as a VM here reports,
-// held ResNet-50's selection at 1.5 GB).
+// looks slower, and the buffer takes memory the network needs (a VM may report a last-level
+// cache of hundreds of MB).
 #include <algorithm>
 #include <cstdio>
 #include <vector>
