@@ -87,14 +87,18 @@ std::string seconds_text(double s) {
         fail(ErrorCode::WrongAnswer, "output '" + w.args[inputs.size() + i].name() + "' differs from the default "
              "schedule's by " + std::to_string(err) + " (relative)");
     }
-    std::vector<Buffer> warm;  // with flush_caches: the inputs other than the weights
-    for (size_t i = 0; opts.flush_caches && i < inputs.size(); ++i)
-      if (std::find(w.constants.begin(), w.constants.end(), w.args[i].name()) == w.constants.end())
-        warm.push_back(inputs[i]);
+    // With flush_caches, each timed call follows a flush that reads the inputs other than the
+    // weights back in.
+    std::vector<Buffer> warm;
     std::optional<CacheFlusher> flusher;
-    if (opts.flush_caches) flusher.emplace(opts.flush_bytes);
     std::function<void()> flush;
-    if (flusher) flush = [&] { (*flusher)(warm); };
+    if (opts.flush_caches) {
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (std::find(w.constants.begin(), w.constants.end(), w.args[i].name()) == w.constants.end())
+          warm.push_back(inputs[i]);
+      flusher.emplace(opts.flush_bytes);
+      flush = [&] { (*flusher)(warm); };
+    }
     std::vector<double> costs = best_known > 0 && first > kHopeless * best_known
                                     ? std::vector<double>{first}
                                     : time_module(m, args, opts.repeat, opts.number, opts.min_repeat_ms, progress,

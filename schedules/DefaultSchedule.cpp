@@ -222,16 +222,19 @@ void schedule_gemm(Schedule& s, const std::string& out, const std::string& acc, 
   }
 }
 
+// Vector registers a register block may hold as accumulators: 3/4 of them (12 of AVX2's 16,
+// 24 of AVX-512's 32); the rest hold the weights, a broadcast and addresses (with 28, NCHW's
+// 256@14 3x3 ran 390 -> 280 GFLOP/s).
+int64_t accumulators(const Target& target) { return target.vector_registers * 3 / 4; }
+
 // Output columns per register block of a convolution whose channels are the vector (kb of
-// them): at most 3/4 of the vector registers as accumulators (12 of AVX2's 16, 24 of
-// AVX-512's 32; the rest hold the weights, a broadcast and addresses: with 28, NCHW's 256@14
-// 3x3 ran 390 -> 280 GFLOP/s). Each step of a block costs about its broadcasts plus its
-// weight loads, so the blocks of a row cost ceil(OW / reg) x (reg + kb / lanes): on
+// them), at most accumulators() vectors. Each step of a block costs about its broadcasts
+// plus its weight loads, so the blocks of a row cost ceil(OW / reg) x (reg + kb / lanes): on
 // ResNet-50's 512@7 layer (AVX2) 4 columns (4 + 3) ran 1.6x faster than 6 (6 + 1), on
 // 256@14 5 columns ran 1.1x faster than 6 (5 + 4 against 6 + 6 + 2).
 int64_t columns_per_block(int64_t OW, int64_t kb, int lanes, const Target& target) {
-  int64_t reg = 1, cost = 0, accumulators = target.vector_registers * 3 / 4;
-  for (int64_t r = 1; r <= std::min<int64_t>(OW, accumulators * lanes / kb); ++r) {
+  int64_t reg = 1, cost = 0;
+  for (int64_t r = 1; r <= std::min<int64_t>(OW, accumulators(target) * lanes / kb); ++r) {
     int64_t c = (OW + r - 1) / r * (r + kb / lanes);
     if (cost == 0 || c <= cost) reg = r, cost = c;
   }
@@ -269,7 +272,7 @@ void schedule_conv_nchwc(Schedule& s, const std::string& out, const std::string&
   int64_t KO = op->shape[1], OW = op->shape[3], kb = op->shape[4];
   int64_t pair = kb == lanes && KO % 2 == 0 && target.vector_registers >= 32 ? 2 : 1;
   int64_t reg_n = kb > lanes ? columns_per_block(OW, kb, lanes, target)
-                 : divisor_at_most(OW, pair > 1 ? target.vector_registers * 3 / 4 / pair : 14);
+                 : divisor_at_most(OW, pair > 1 ? accumulators(target) / pair : 14);
   if (reg_n < 4 && kb <= lanes) reg_n = std::min<int64_t>(OW, 8);
   bool rows_first = !weights_larger(s, acc);
   Stage o = s[out];
@@ -478,7 +481,7 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
 // channels x 2 vectors with AVX2 (12 accumulators of 16 registers), x 4 with AVX-512 (24 of
 // 32). Of the AVX-512 blocks of 24, 6 x 4 ran ResNet-50's 56x56 1x1 layers at 340-400 GFLOP/s
 // (2 threads), 8 x 2 at 325-370 and 12 x 2 at 240-350.
-int64_t pixel_vectors(const Target& target) { return std::max(1, target.vector_registers * 3 / 4 / 6); }
+int64_t pixel_vectors(const Target& target) { return std::max<int64_t>(1, accumulators(target) / 6); }
 
 // A 1x1 convolution in NCHW whose pixels fuse into one axis (image_axes_fuse) as a GEMM,
 // accumulated in place: blocks of 6 output channels x pixel_vectors() of pixels in

@@ -193,13 +193,18 @@ std::vector<Tensor> matmul(const OpInputs& in) {
   }, in, "batch_matmul")};
 }
 
-// In the layouts the layout pass makes, the channels (NHWC) or the channel block (NCHWc)
-// follow the spatial axes.
+// A pool's or global pool's spatial axes in `layout`: they start at `first`, and in the
+// layouts the layout pass makes, the channels (NHWC) or the channel block (NCHWc) follow them.
+struct SpatialAxes {
+  size_t first;
+  bool last;  // an axis after the spatial ones
+  explicit SpatialAxes(Layout layout) : first(layout == Layout::NHWC ? 1 : 2), last(layout != Layout::NCHW) {}
+};
+
 std::vector<Tensor> pool(const OpInputs& in, bool is_max, Layout layout) {
   const Tensor& x = in[0];
-  bool blocked = layout == Layout::NCHWc, last = layout != Layout::NCHW;  // an axis after the spatial ones
-  size_t first = layout == Layout::NHWC ? 1 : 2;                          // the first spatial axis
-  if (x.ndim() < 3 + blocked) in.fail("the input must be [N, C, spatial...]");
+  auto [first, last] = SpatialAxes(layout);
+  if (x.ndim() < 3 + (layout == Layout::NCHWc)) in.fail("the input must be [N, C, spatial...]");
   if (in.node.outputs.size() > 1 && in.node.outputs[1] >= 0) in.fail("the Indices output is not supported");
   size_t n = size_t(x.ndim()) - first - last;
   std::vector<int64_t> spatial(x.shape().begin() + int64_t(first), x.shape().begin() + int64_t(first + n));
@@ -315,7 +320,8 @@ void add_nn_ops(OpTable& t) {
     t[prefix + "AveragePool" + suffix] = [layout](const OpInputs& in) { return pool(in, false, layout); };
     t[prefix + "GlobalAveragePool" + suffix] = [layout](const OpInputs& in) {
       std::vector<int64_t> axes;
-      for (int k = layout == Layout::NHWC ? 1 : 2; k < in[0].ndim() - (layout != Layout::NCHW); ++k) axes.push_back(k);
+      auto [first, last] = SpatialAxes(layout);
+      for (int64_t k = int64_t(first); k < in[0].ndim() - last; ++k) axes.push_back(k);
       return std::vector<Tensor>{reduce(in[0], axes, true, "mean", stage_name(in))};
     };
   }
