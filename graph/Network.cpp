@@ -22,6 +22,7 @@ Graph optimize(const Graph& input, const CompileOptions& opts) {
                     "CompileOptions::layout is '", opts.layout, "'; it is \"model\", \"NHWC\" or \"NCHWc\"");
   if (opts.layout != "model")
     g = plan_layout(g, opts.layout == "NHWC" ? LayoutPlan::NHWC : LayoutPlan::NCHWc, opts.target);
+  if (opts.layout == "NCHWc" && opts.winograd) g = winograd(g);
   if (opts.fuse) return fuse(g);
   for (size_t k = 0; k < g.nodes.size(); ++k) g.nodes[k].group = int(k);
   return g;

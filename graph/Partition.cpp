@@ -37,9 +37,10 @@ std::string node_key(const Graph& g, const Node& n, const std::map<int, std::str
 double node_flops(const Graph& g, const Node& n) {
   auto shape = [&](size_t i) { return g.values[size_t(n.inputs[i])].shape; };
   const Value& out = g.values[size_t(n.outputs[0])];
-  if (n.op == "Conv" || n.op == "tessel.ConvNhwc" || n.op == "tessel.ConvNchwc") {
-    // each output: a multiply-add per weight of its group
+  if (n.op == "Conv" || n.op == "tessel.ConvNhwc" || n.op == "tessel.ConvNchwc" || n.op == "tessel.ConvWinogradNchwc") {
+    // each output: a multiply-add per weight of its group (a Winograd convolution's: those of the direct one)
     std::vector<int64_t> w = shape(1);
+    if (n.op == "tessel.ConvWinogradNchwc") return 2.0 * double(out.elements()) * double(w[3] * w[4] * 9);
     int64_t per = n.op == "Conv"               ? product(w, 1)
                   : n.op == "tessel.ConvNchwc" ? product(w, 1, 5)
                                                : w[0] * w[1] * (n.attr_int("group", 1) > 1 ? 1 : w[2]);

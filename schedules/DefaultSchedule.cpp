@@ -582,6 +582,72 @@ void schedule_depthwise(Schedule& s, const std::string& out, const std::string& 
   a.vectorize(vi);
 }
 
+// Winograd convolution (Winograd.cpp), its stages found from the product `mm`:
+// - the input transform, parallel over channel blocks and tiles, a tile's row transform in
+//   L1 and its points unrolled, the channels in vector lanes;
+// - the products as NCHWc's 1x1 convolution over the tiles: two blocks of output channels
+//   (one with AVX2's 16 registers) by a divisor of the tiles in registers;
+// - the output transform with the epilogue (bias, residual, activation), per output tile, its
+//   column transform at the tile.
+void schedule_winograd(Schedule& s, const std::string& mm, const Target& target, std::set<std::string>& done) {
+  const OperationNode* mop = op_of(s, mm);
+  std::string input = mop->inputs()[0]->name, rows = op_of(s, input)->inputs()[0]->name;
+  std::string padded = op_of(s, rows)->inputs()[0]->name;
+  std::string columns = s.state().readers(mm).at(0), conv = s.state().readers(columns).at(0);
+  std::string out = epilogue_output(s, conv);
+  if (out.empty()) out = conv;
+  // The stages between conv and out are inlined as any element-wise stage is.
+  for (const std::string& n : {mm, input, rows, columns, conv, out}) done.insert(n);
+  if (op_of(s, padded)->tag == "pad") s[padded].compute_inline(), done.insert(padded);
+
+  Stage v = s[input];
+  auto va = v.leaf_axes();  // e, nu, n, co, t, ci
+  v.reorder({va[2], va[3], va[4], va[0], va[1], va[5]});
+  v.parallel(v.fuse({va[2], va[3], va[4]}));
+  v.unroll(va[0]), v.unroll(va[1]), v.vectorize(va[5]);
+  Stage r = s[rows];
+  r.compute_at(v, v.leaf_axes()[0]);
+  auto ra = r.leaf_axes();  // n, co, t, r, nu, ci
+  r.unroll(ra[3]), r.unroll(ra[4]), r.vectorize(ra[5]);
+
+  int64_t KO = mop->shape[3], T = mop->shape[4];
+  int64_t pair = KO % 2 == 0 && target.vector_registers >= 32 ? 2 : 1;
+  int64_t reg = divisor_at_most(T, accumulators(target) / pair);
+  if (reg < 4) reg = std::min<int64_t>(T, accumulators(target) / pair);
+  std::string acc = s.cache_write(s.tensor(mm), "local").name();
+  Stage m = s[mm];
+  auto ma = m.leaf_axes();  // e, nu, n, ko, t, ki
+  auto [koo, koi] = m.split(ma[3], pair);
+  auto [to, ti] = m.split(ma[4], reg);
+  m.reorder({ma[0], ma[1], ma[2], koo, to, koi, ti, ma[5]});
+  m.parallel(m.fuse({ma[0], ma[1], ma[2], koo}));
+  m.vectorize(ma[5]);
+  Stage a = s[acc];
+  a.compute_at(m, to);
+  const OperationNode* aop = op_of(s, acc);
+  std::vector<std::string> sp;
+  for (auto& iv : aop->axis) sp.push_back(iv.name());
+  auto [akoo, akoi] = a.split(sp[3], pair);
+  auto [ato, ati] = a.split(sp[4], reg);
+  a.reorder({sp[0], sp[1], sp[2], akoo, ato, aop->reduce_axis[0].name(), aop->reduce_axis[1].name(), akoi, ati,
+             sp[5]});
+  a.unroll(akoi), a.unroll(ati), a.vectorize(sp[5]);
+
+  if (out != conv) s[conv].compute_inline();
+  Stage o = s[out];
+  auto oa = o.leaf_axes();  // n, ko, h, w, ki
+  int64_t tile = op_of(s, columns)->shape[4];
+  auto [ho, hi] = o.split(oa[2], tile);
+  auto [wo, wi] = o.split(oa[3], tile);
+  o.reorder({oa[0], oa[1], ho, wo, hi, wi, oa[4]});
+  o.parallel(o.fuse({oa[0], oa[1], ho}));
+  o.unroll(hi), o.unroll(wi), o.vectorize(oa[4]);
+  Stage c = s[columns];
+  c.compute_at(o, wo);
+  auto ca = c.leaf_axes();  // n, ko, t, e, wi, ki
+  c.unroll(ca[3]), c.unroll(ca[4]), c.vectorize(ca[5]);
+}
+
 }  // namespace
 
 Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& target,
@@ -607,6 +673,9 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
     std::string r = epilogue_output(s, name);
     if (!r.empty()) epilogue_of[name] = r, done.insert(r);
   }
+  for (auto& name : names)
+    if (!s.state().stage(name).is_placeholder() && op_of(s, name)->tag == "winograd_product")
+      schedule_winograd(s, name, target, done);
   // Row-wise layers (softmax, layer norm): one pass over each row.
   for (auto& t : outputs) {
     if (!schedule_rowwise(s, t.name())) continue;

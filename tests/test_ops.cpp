@@ -218,6 +218,37 @@ TEST(Ops, NchwcDefaultPairsChannelBlocksWith32Registers) {
   }
 }
 
+TEST(Ops, WinogradConv2dMatchesTheDirectSum) {
+  // F(2x2) and F(4x4), with and without padding, on images that end in partial tiles, with a
+  // ReLU epilogue computed per output tile; the weights transformed once, as a network does.
+  struct Case {
+    int64_t tile, H, W, pad;
+  };
+  for (Case c : {Case{2, 9, 12, 1}, Case{4, 13, 13, 1}, Case{4, 10, 9, 0}, Case{2, 6, 5, 0}}) {
+    SCOPED_TRACE("F(" + std::to_string(c.tile) + "), " + std::to_string(c.H) + "x" + std::to_string(c.W));
+    ops::Conv2dParams p{1, 1, c.pad, c.pad, 1, 1, 1};
+    Tensor X = placeholder({1, 3, c.H, c.W, 8}, float32, "X"), W = placeholder({4, 3, 3, 3, 8, 8}, float32, "W");
+    int64_t a = c.tile + 2;
+    Tensor U = placeholder({a, a, 4, 3, 8, 8}, float32, "U");
+    auto relu = [](const Tensor& y) {
+      return compute(y.shape(), ComputeFn([&](const std::vector<Var>& v) {
+        return max(y(std::vector<Expr>(v.begin(), v.end())), make_const(float32, 0));
+      }), "relu", "elemwise");
+    };
+    Tensor direct = relu(ops::conv2d_nchwc(X, W, p, "direct"));
+    Tensor wino = relu(ops::conv2d_winograd_nchwc(X, U, p, "conv"));
+    Buffer x = ref::random(X.shape(), 1), w = ref::random(W.shape(), 2);
+    Buffer want = run_default({X, W, direct}, {x, w})[0];
+    Schedule s = ops::default_schedule({wino}, Target::host(), {U});
+    std::string cpp = s.to_cpp();  // the output transform is computed in its epilogue
+    EXPECT_NE(cpp.find(R"(s["conv"].compute_inline())"), std::string::npos) << cpp;
+    ref::expect_close(ref::run(s, {X, U, wino}, {x, ops::winograd_weights(w, c.tile)})[0], want);
+  }
+  Tensor X = placeholder({1, 1, 8, 8, 8}, float32, "X"), U = placeholder({5, 5, 1, 1, 8, 8}, float32, "U");
+  EXPECT_THROW(ops::conv2d_winograd_nchwc(X, U), Error);
+  EXPECT_THROW(ops::winograd_weights(ref::random({1, 1, 5, 5, 8, 8}, 1)), Error);
+}
+
 TEST(Ops, OneByOneNchwDefaultIsAGemmOverThePixels) {
   // The rows and columns run as one axis of pixels in vector lanes (whole vectors across
   // the ends of 12-column rows), blocks of output channels with a tail (20 is not a multiple

@@ -121,6 +121,32 @@ TEST(RandomSchedules, Matmul) {
   }
 }
 
+TEST(RandomSchedules, WinogradConv2d) {
+  // Every stage of the Winograd convolution at random: the output transform (with its column
+  // transform at, inside or before it), the products, the input transform and its row transform.
+  ops::Conv2dParams p{1, 1, 1, 1, 1, 1, 1};
+  Tensor X = placeholder({1, 2, 7, 9, 4}, float32, "X"), W = placeholder({3, 2, 3, 3, 4, 4}, float32, "W");
+  Tensor U = placeholder({6, 6, 3, 2, 4, 4}, float32, "U");
+  Tensor direct = ops::conv2d_nchwc(X, W, p, "direct"), Y = ops::conv2d_winograd_nchwc(X, U, p, "conv");
+  Buffer x = ref::random(X.shape(), 3), w = ref::random(W.shape(), 4);
+  Buffer want = ref::run(ops::default_schedule({direct}), {X, W, direct}, {x, w})[0];
+  Buffer u = ops::winograd_weights(w, 4);
+  Sampler r(11);
+  for (int trial = 0; trial < 24; ++trial) {  // 24: each builds five stages of unrolled sums
+    Schedule s = random_schedule(r, {Y}, "conv", {"conv.columns"});
+    r.schedule_stage(s, "conv.product", true);
+    r.schedule_stage(s, "conv.input", true);
+    if (r.coin()) {
+      auto leaves = s["conv.input"].leaf_axes();
+      s["conv.rows"].compute_at(s["conv.input"], leaves[size_t(r.pick(int(leaves.size())))]);
+    }
+    r.schedule_stage(s, "conv.rows", false);
+    if (r.coin()) s["conv.pad"].compute_inline();
+    Buffer got = ref::run(s, {X, U, Y}, {x, u})[0];
+    ASSERT_LE(max_relative_error(got, want), 1e-4) << "schedule #" << trial << ":\n" << s.to_cpp();
+  }
+}
+
 TEST(RandomSchedules, Conv2d) {
   ops::Conv2dParams p{1, 1, 1, 1, 1, 1, 1};
   Tensor X = placeholder({1, 6, 11, 11}, float32, "X");

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
        "model: the model's tensor layout; NHWC: convolution chains in NHWC; NCHWc: convolution and pool "
        "chains in blocks of one vector of channels")
       ("no-fuse", "a kernel per node")
+      ("no-winograd", "with --layout NCHWc: 3x3 convolutions by the direct sum only")
       ("print-graph", "print the optimised graph")
       ("runs", po::value(&runs)->default_value(20), "runs to time the network (0: build only)")
       ("threads", po::value(&threads)->default_value(0), "threads (0: all cores)")
@@ -73,7 +74,7 @@ int main(int argc, char** argv) {
     std::printf("loaded %s: %zu nodes, %zu inputs, %zu outputs (%.2f s)\n", model.c_str(), g.nodes.size(),
                 g.inputs.size(), g.outputs.size(), since(t0));
     graph::CompileOptions co{.target = Target::parse(target), .fuse = !vm.count("no-fuse"), .log = log,
-                             .select = select, .layout = layout};
+                             .select = select, .layout = layout, .winograd = !vm.count("no-winograd")};
     if (vm.count("tune")) {
       if (log.empty()) throw Error("--tune needs --log FILE: the log keeps every measurement");
       autotune::TuneOptions to;

@@ -70,7 +70,10 @@ std::vector<Tensor> conv(const OpInputs& in, Layout layout) {
   if (x.ndim() != (blocked ? 5 : 4) || w.ndim() != (blocked ? 6 : 4))
     in.fail("only 2-D convolutions (input [N, C, H, W], weights [K, C/group, R, S]) are supported; the input has ",
             x.ndim(), " dimensions");
-  const std::vector<int64_t>&xs = x.shape(), &ws = w.shape();
+  const std::vector<int64_t>& xs = x.shape();
+  std::vector<int64_t> ws = w.shape();
+  bool wino = in.node.op == "tessel.ConvWinogradNchwc";
+  if (wino && ws.size() == 6) ws = {ws[2], ws[3], 3, 3, ws[4], ws[5]};  // U [m + 2, m + 2, K/kb, C/cb, cb, kb]
   int64_t C = nhwc ? xs[3] : blocked ? xs[1] * xs[4] : xs[1], H = nhwc ? xs[1] : xs[2], W = nhwc ? xs[2] : xs[3];
   int64_t groups = in.node.attr_int("group", 1);
   bool depthwise = groups > 1 && groups == C && (nhwc ? ws[2] == C : ws[1] == 1);
@@ -100,7 +103,9 @@ std::vector<Tensor> conv(const OpInputs& in, Layout layout) {
   }
   bool bias = in.given(2);
   std::string name = stage_name(in, 0, bias ? "_conv" : "");
-  Tensor y = blocked ? ops::conv2d_nchwc(src, w, p, name)
+  if (wino && !ops::winograd_applies(ws, p)) in.fail("Winograd convolutions are 3x3, stride 1, dilation 1");
+  Tensor y = wino      ? ops::conv2d_winograd_nchwc(src, w, p, name)
+             : blocked ? ops::conv2d_nchwc(src, w, p, name)
              : nhwc  ? (depthwise ? ops::depthwise_conv2d_nhwc(src, w, p, name) : ops::conv2d_nhwc(src, w, p, name))
                      : (depthwise ? ops::depthwise_conv2d_nchw(src, w, p, name) : ops::conv2d_nchw(src, w, p, name));
   if (!bias) return {y};
@@ -312,6 +317,7 @@ void add_nn_ops(OpTable& t) {
   t["Conv"] = [](const OpInputs& in) { return conv(in, Layout::NCHW); };
   t["tessel.ConvNhwc"] = [](const OpInputs& in) { return conv(in, Layout::NHWC); };
   t["tessel.ConvNchwc"] = [](const OpInputs& in) { return conv(in, Layout::NCHWc); };
+  t["tessel.ConvWinogradNchwc"] = [](const OpInputs& in) { return conv(in, Layout::NCHWc); };
   t["Gemm"] = gemm;
   t["MatMul"] = matmul;
   for (auto [suffix, layout] : {std::pair{"", Layout::NCHW}, {"Nhwc", Layout::NHWC}, {"Nchwc", Layout::NCHWc}}) {

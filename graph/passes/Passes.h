@@ -22,6 +22,10 @@ Graph split_operators(Graph g);
 enum class LayoutPlan { NHWC, NCHWc };
 Graph plan_layout(Graph g, LayoutPlan layout, const Target& target);
 
+// Runs the 3x3 stride-1 convolutions in NCHWc by Winograd's F(2x2 or 4x4, 3x3) where the
+// image has enough tiles (tessel.ConvWinogradNchwc, weights transformed once).
+Graph winograd(Graph g);
+
 enum class OpKind { Elemwise, Injective, Reduce, Complex };
 OpKind op_kind(const std::string& onnx_op);
 // Puts nodes into groups (Node::group), each of which becomes one kernel.

@@ -518,7 +518,10 @@ class Simplifier : public IRMutator {
   }
   Expr visit(const Select* op, const Expr& e) override {
     Expr c = mutate(op->cond);
-    int tc = truth(c);
+    // A vector select whose lanes all decide alike (an unrolled copy's constant condition,
+    // broadcast by vectorization) picks its side as a scalar one does.
+    const Broadcast* b = c.as<Broadcast>();
+    int tc = truth(b ? b->value : c);
     if (tc == 1) return mutate(op->t);
     if (tc == 0) return mutate(op->f);
     Expr t = mutate(op->t), f = mutate(op->f);
