@@ -52,6 +52,24 @@ std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
+// Saves `net` to `dir` and runs it there on `x` with the deploy-time program; its output.
+Buffer run_saved(const Network& net, const std::string& dir, const Buffer& x, const std::vector<int64_t>& out_shape) {
+  std::filesystem::remove_all(dir);
+  net.save(dir);
+  std::string in = dir + "/x.bin", out = dir + "/y.bin";
+  {
+    std::ofstream f(in, std::ios::binary);
+    int64_t rank = x.shape().size();
+    f.write(reinterpret_cast<const char*>(&rank), 8);
+    f.write(reinterpret_cast<const char*>(x.shape().data()), 8 * rank);
+    f.write(static_cast<const char*>(x.raw()), x.bytes());
+  }
+  EXPECT_EQ(std::system((std::string(DEPLOY_RUN) + " " + dir + " " + in + " " + out).c_str()), 0);
+  Buffer got(out_shape, float32);
+  std::ifstream(out, std::ios::binary).read(static_cast<char*>(got.raw()), got.bytes());
+  return got;
+}
+
 }  // namespace
 
 TEST(Graph, ResNetBasicBlocksGiveTheSameOutputsOptimisedAndNodeByNode) {
@@ -334,27 +352,45 @@ TEST(Graph, MemoryPlanNeverOverlapsTensorsAliveTogether) {
     }
 }
 
+TEST(Graph, WinogradRunsTheThreeByThreeConvolutionsOfLargeImages) {
+  // In NCHWc, 3x3 stride-1 convolutions with 7x7 tiles or more: F(4x4) at 28x28, F(2x2) at
+  // 14x14; not the strided one, nor those of a 7x7 image. With winograd off, none.
+  struct Case {
+    int size, stride, tile4, tile2;
+  };
+  for (Case c : {Case{28, 1, 2, 0}, Case{28, 2, 0, 1}, Case{14, 1, 0, 2}, Case{7, 1, 0, 0}}) {
+    SCOPED_TRACE(std::to_string(c.size) + "x" + std::to_string(c.size) + ", stride " + std::to_string(c.stride));
+    Graph g = load_onnx_bytes(models::resnet_basic_block(16, c.size, c.stride));
+    int tile4 = 0, tile2 = 0;
+    Graph after = optimize(g, {.layout = "NCHWc"});
+    for (const Node& n : after.nodes) {
+      if (n.op != "tessel.ConvWinogradNchwc") continue;
+      int64_t points = after.values[size_t(n.inputs[1])].shape[0];
+      tile4 += points == 6, tile2 += points == 4;
+    }
+    EXPECT_EQ(tile4, c.tile4);
+    EXPECT_EQ(tile2, c.tile2);
+    for (const Node& n : optimize(g, {.layout = "NCHWc", .winograd = false}).nodes)
+      EXPECT_NE(n.op, "tessel.ConvWinogradNchwc");
+    Buffer x(g.values[size_t(g.inputs[0])].shape, float32);
+    x.fill_random(3);
+    Buffer want = compile(g, {.rewrite = false, .fuse = false}).run({x})[0];
+    Network net = compile(g, {.layout = "NCHWc"});
+    EXPECT_LT(max_relative_error(net.run({x})[0], want), 1e-4);
+    if (c.size == 28 && c.stride == 1)  // saved with its transformed weights
+      EXPECT_LT(max_relative_error(run_saved(net, std::string(TESSEL_TEST_TMP) + "/saved_winograd", x, want.shape()),
+                                   want), 1e-4);
+  }
+}
+
 TEST(Graph, SavedNetworksRunWithoutTheCompiler) {
   Graph g = load_onnx_bytes(models::inverted_residual(16, 16, 6, 1, 14));
   Network net = compile(g);
   std::string dir = std::string(TESSEL_TEST_TMP) + "/saved_block";
-  std::filesystem::remove_all(dir);
-  net.save(dir);
   Buffer x(g.values[size_t(g.inputs[0])].shape, float32);
   x.fill_random(5);
   Buffer want = compile(g, {.rewrite = false, .fuse = false}).run({x})[0];
-  std::string in = dir + "/x.bin", out = dir + "/y.bin";
-  {
-    std::ofstream f(in, std::ios::binary);
-    int64_t rank = x.shape().size();
-    f.write(reinterpret_cast<const char*>(&rank), 8);
-    f.write(reinterpret_cast<const char*>(x.shape().data()), 8 * rank);
-    f.write(static_cast<const char*>(x.raw()), x.bytes());
-  }
-  ASSERT_EQ(std::system((std::string(DEPLOY_RUN) + " " + dir + " " + in + " " + out).c_str()), 0);
-  Buffer got(want.shape(), float32);
-  std::ifstream(out, std::ios::binary).read(static_cast<char*>(got.raw()), got.bytes());
-  EXPECT_LT(max_relative_error(got, want), 1e-5);
+  EXPECT_LT(max_relative_error(run_saved(net, dir, x, want.shape()), want), 1e-5);
   // The deploy-time program loads no compiler.
   std::string ldd = dir + "/ldd.txt";
   ASSERT_EQ(std::system(("ldd " + std::string(DEPLOY_RUN) + " > " + ldd).c_str()), 0);
