@@ -1,9 +1,10 @@
 // Winograd convolution F(m x m, 3x3) in NCHW[x]c (Lavin and Gray, "Fast Algorithms for
 // Convolutional Neural Networks", 2016): each m x m tile of the output comes from an
 // (m + 2)^2 tile of the input through (m + 2)^2 products per channel pair instead of 9 m^2,
-// so a 3x3 layer multiplies 2.25x (m = 2) or 4x (m = 4) less. The weights are transformed once (winograd_weights); the input and output
-// transforms are additions and multiplications by small constants, written out term by term
-// so that the unrolled copies carry only the nonzero ones.
+// so a 3x3 layer multiplies 2.25x (m = 2) or 4x (m = 4) less. The weights are transformed once
+// (winograd_weights); the input and output transforms are additions and multiplications by
+// small constants, written out term by term so that the unrolled copies carry only the
+// nonzero ones.
 #include <cmath>
 
 #include "schedules/Common.h"

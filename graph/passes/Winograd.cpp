@@ -27,10 +27,9 @@ Graph winograd(Graph g) {
         if (v != 1) return false;
       return true;
     };
-    ops::Conv2dParams p;
-    bool fits = w.dtype == float32 && ws.size() == 6 && ws[4] == ws[5] && ws[4] >= 8 && ones("strides") &&
-                ones("dilations") && n.attr_int("group", 1) == 1 && n.attr_string("auto_pad", "NOTSET") == "NOTSET" &&
-                ops::winograd_applies(ws, p);
+    // Input channels in whole vectors (not an image's 3 in blocks of one), a 3x3 window at stride 1.
+    bool fits = w.dtype == float32 && ws.size() == 6 && ws[2] == 3 && ws[3] == 3 && ws[4] >= 8 && ones("strides") &&
+                ones("dilations") && n.attr_int("group", 1) == 1;
     int64_t m = tiles(out, 4) >= kMinTiles ? 4 : 2;
     if (!fits || tiles(out, m) < kMinTiles) continue;
     Value u;

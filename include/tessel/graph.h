@@ -123,7 +123,7 @@ struct CompileOptions {
   std::string layout = "model";
   // With layout "NCHWc": 3x3 stride-1 convolutions on images of 14x14 or more by Winograd's
   // F(2x2, 3x3), and from 28x28 F(4x4, 3x3): 2.25x or 4x fewer multiplications (outputs within
-  // about 1e-5 or 1e-4 of the direct sum's, relative to the largest).
+  // 3e-6 or 1.2e-5 of the largest of the direct sum's; see ops::conv2d_winograd_nchwc).
   bool winograd = true;
 };
 
