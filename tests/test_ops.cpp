@@ -203,16 +203,25 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Ops, NchwcDefaultPairsChannelBlocksWith32Registers) {
   // With AVX-512's 32 registers, two blocks of 16 output channels share each broadcast input,
   // columns a divisor of the row; run here with this CPU's own vectors, the answer is the same.
+  // Where the weights are larger than a 14x14 input, the reduction runs in chunks of 16 KB of
+  // weights outside the image (one block of 16 input channels at 3x3, eight at 1x1).
   Target t = Target::host();
   t.vector_bytes = 64, t.vector_registers = 32;
-  for (int64_t stride : {1, 2}) {
-    ops::Conv2dParams p{stride, stride, 1, 1, 1, 1, 1};
-    Tensor X = placeholder({1, 16, 14, 14}, float32, "X"), W = placeholder({64, 16, 3, 3}, float32, "W");
+  struct Case {
+    int64_t stride, R, C, K;
+    const char* chunk;
+  };
+  for (Case c : {Case{1, 3, 16, 64, R"(split("ico", 1))"}, Case{2, 3, 16, 64, nullptr},
+                 Case{1, 1, 256, 256, R"(split("ico", 8))"}}) {
+    ops::Conv2dParams p{c.stride, c.stride, c.R / 2, c.R / 2, 1, 1, 1};
+    Tensor X = placeholder({1, c.C, 14, 14}, float32, "X"), W = placeholder({c.K, c.C, c.R, c.R}, float32, "W");
     Tensor Yb = ops::conv2d_nchwc(ops::nchw_to_nchwc(X, 16), ops::kcrs_to_kcrsck(W, 16, 16), p, "conv");
     Tensor Y = ops::nchwc_to_nchw(Yb);
     Schedule s = ops::default_schedule({Y}, t);
     std::string cpp = s.to_cpp();
     EXPECT_NE(cpp.find(R"(s["conv"].split("j", 2))"), std::string::npos) << cpp;
+    EXPECT_EQ(cpp.find("split(\"ico\"") != std::string::npos, c.chunk != nullptr) << cpp;
+    if (c.chunk) EXPECT_NE(cpp.find(c.chunk), std::string::npos) << cpp;
     Buffer x = ref::random(X.shape(), 1), w = ref::random(W.shape(), 2);
     ref::expect_close(ref::run(s, {X, W, Y}, {x, w}, {.target = t})[0], ref::conv2d_nchw(x, w, p));
   }
