@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "runtime/Compare.h"
 #include "runtime/Job.h"
 #include "autotune/Pipes.h"
 #include "tessel/ops.h"
@@ -82,10 +83,12 @@ std::string seconds_text(double s) {
     double first = seconds_since(t_first);
     progress();
     for (size_t i = 0; i < outs.size(); ++i) {
-      double err = max_relative_error(outs[i], reference[i]);
+      const Buffer &got = outs[i], &want = reference[i];
+      double err = max_scaled_difference(got.size(), [&](int64_t e) { return got.get(e); },
+                                         [&](int64_t e) { return want.get(e); });
       if (!(err <= 1e-3))
         fail(ErrorCode::WrongAnswer, "output '" + w.args[inputs.size() + i].name() + "' differs from the default "
-             "schedule's by " + std::to_string(err) + " (relative)");
+             "schedule's by " + std::to_string(err) + " (relative to its largest value)");
     }
     // With flush_caches, each timed call follows a flush that reads the inputs other than the
     // weights back in.

@@ -67,11 +67,11 @@ bool run(const RunnerJob& job, const std::vector<RunnerArg>& args) {
       if (!args[i].output || args[i].data.empty()) continue;
       auto got = reinterpret_cast<const float*>(host[i].data());
       auto want = reinterpret_cast<const float*>(args[i].data.data());
-      double err = max_relative_difference(int64_t(host[i].size() / 4), [&](int64_t e) { return double(got[e]); },
-                                           [&](int64_t e) { return double(want[e]); });
+      double err = max_scaled_difference(int64_t(host[i].size() / 4), [&](int64_t e) { return double(got[e]); },
+                                         [&](int64_t e) { return double(want[e]); });
       if (!(err <= 1e-3)) {
         say("result " + id + " error wrong_answer output " + std::to_string(i) + " differs from the expected answer by " +
-            num(err) + " (relative)");
+            num(err) + " (relative to its largest value)");
         return true;
       }
     }
