@@ -16,8 +16,8 @@ OpKind op_kind(const std::string& op) {
       "Clip", "LeakyRelu", "Cast", "Identity", "Dropout", "BatchNormalization"};
   static const std::set<std::string> complex = {
       "Conv", "tessel.ConvNhwc", "tessel.ConvNchwc", "tessel.ConvWinogradNchwc", "Gemm", "MatMul", "MaxPool",
-      "AveragePool", "tessel.MaxPoolNhwc", "tessel.MaxPoolNchwc", "tessel.AveragePoolNhwc", "tessel.AveragePoolNchwc", "Softmax",
-      "LayerNormalization"};
+      "AveragePool", "tessel.MaxPoolNhwc", "tessel.MaxPoolNchwc", "tessel.AveragePoolNhwc", "tessel.AveragePoolNchwc",
+      "Softmax", "LayerNormalization"};
   static const std::set<std::string> reduce = {"ReduceSum", "ReduceMean", "ReduceMax", "GlobalAveragePool",
                                                "tessel.GlobalAveragePoolNhwc", "tessel.GlobalAveragePoolNchwc"};
   if (elemwise.count(op)) return OpKind::Elemwise;
