@@ -5,7 +5,7 @@
 // (winograd_weights); the input and output transforms are additions and multiplications by
 // small constants, written out term by term so that the unrolled copies carry only the
 // nonzero ones.
-#include <cmath>
+#include <functional>
 
 #include "schedules/Common.h"
 
