@@ -227,6 +227,13 @@ void schedule_gemm(Schedule& s, const std::string& out, const std::string& acc, 
 // 256@14 3x3 ran 390 -> 280 GFLOP/s).
 int64_t accumulators(const Target& target) { return target.vector_registers * 3 / 4; }
 
+// Blocks of output channels (of one vector each) that share each broadcast input in a
+// register block: two with AVX-512's 32 registers, where KO blocks pair up; one with AVX2's 16
+// (pairs leave 6 columns at most, fewer FMAs per weight load than one block of 14).
+int64_t channel_blocks(int64_t KO, const Target& target) {
+  return KO % 2 == 0 && target.vector_registers >= 32 ? 2 : 1;
+}
+
 // Output columns per register block of a convolution whose channels are the vector (kb of
 // them), at most accumulators() vectors. Each step of a block costs about its broadcasts
 // plus its weight loads, so the blocks of a row cost ceil(OW / reg) x (reg + kb / lanes): on
@@ -263,8 +270,7 @@ bool weights_larger(Schedule& s, const std::string& acc) {
 // channels with AVX2) takes the column count of the channel-blocked NCHW path, or the
 // accumulators spill. With AVX-512's 32 registers, two blocks of channels share each
 // broadcast input, which halves the broadcasts per FMA: 2 x up to 12 columns, a divisor of
-// the row (a guarded tail block of columns costs more than a narrower block). AVX2's 16
-// registers leave pairs 6 columns at most, fewer FMAs per weight load than one block of 14.
+// the row (a guarded tail block of columns costs more than a narrower block; channel_blocks).
 // Rows run outermost where the input is larger than the weights (weights_larger). Otherwise,
 // on images of 14x14 or more, the input channels run in chunks whose weights fit in 16 KB of
 // L1 outside the image's rows, the pair's whole output accumulated in a buffer: each weight
@@ -276,7 +282,7 @@ void schedule_conv_nchwc(Schedule& s, const std::string& out, const std::string&
                          const Target& target) {
   const OperationNode* op = op_of(s, out);
   int64_t KO = op->shape[1], OW = op->shape[3], kb = op->shape[4];
-  int64_t pair = kb == lanes && KO % 2 == 0 && target.vector_registers >= 32 ? 2 : 1;
+  int64_t pair = kb == lanes ? channel_blocks(KO, target) : 1;
   int64_t reg_n = kb > lanes ? columns_per_block(OW, kb, lanes, target)
                  : divisor_at_most(OW, pair > 1 ? accumulators(target) / pair : 14);
   if (reg_n < 4 && kb <= lanes) reg_n = std::min<int64_t>(OW, 8);
@@ -602,8 +608,8 @@ void schedule_depthwise(Schedule& s, const std::string& out, const std::string& 
 // Winograd convolution (Winograd.cpp), its stages found from the product `mm`:
 // - the input transform, parallel over channel blocks and tiles, a tile's row transform in
 //   L1 and its points unrolled, the channels in vector lanes;
-// - the products as NCHWc's 1x1 convolution over the tiles: two blocks of output channels
-//   (one with AVX2's 16 registers) by a divisor of the tiles in registers;
+// - the products as NCHWc's 1x1 convolution over the tiles: channel_blocks() blocks of output
+//   channels by a divisor of the tiles in registers;
 // - the output transform with the epilogue (bias, residual, activation), per output tile, its
 //   column transform at the tile.
 void schedule_winograd(Schedule& s, const std::string& mm, const Target& target, std::set<std::string>& done) {
@@ -628,7 +634,7 @@ void schedule_winograd(Schedule& s, const std::string& mm, const Target& target,
   r.unroll(ra[3]), r.unroll(ra[4]), r.vectorize(ra[5]);
 
   int64_t KO = mop->shape[3], T = mop->shape[4];
-  int64_t pair = KO % 2 == 0 && target.vector_registers >= 32 ? 2 : 1;
+  int64_t pair = channel_blocks(KO, target);
   int64_t reg = divisor_at_most(T, accumulators(target) / pair);
   if (reg < 4) reg = std::min<int64_t>(T, accumulators(target) / pair);
   std::string acc = s.cache_write(s.tensor(mm), "local").name();
