@@ -76,7 +76,12 @@ void schedule_cross_thread(Schedule& s, const std::string& name) {
 struct Tiling {
   std::vector<int64_t> threads, regs;  // per spatial axis
 };
-Tiling choose_tiling(const std::vector<int64_t>& ext) {
+// How large a tiled stage's tiles may be: threads per block, outputs per thread, reduction
+// steps per shared-memory stage.
+struct TileBudget {
+  int64_t threads = kThreads, regs = kRegisterTile, chunk = kReduceChunk;
+};
+Tiling choose_tiling(const std::vector<int64_t>& ext, const TileBudget& budget) {
   size_t n = ext.size();
   Tiling t{std::vector<int64_t>(n, 1), std::vector<int64_t>(n, 1)};
   auto grow = [&](std::vector<int64_t>& f, int64_t budget) {
@@ -89,16 +94,16 @@ Tiling choose_tiling(const std::vector<int64_t>& ext) {
       }
     }
   };
-  grow(t.threads, kThreads);
-  grow(t.regs, kRegisterTile);
+  grow(t.threads, budget.threads);
+  grow(t.regs, budget.regs);
   return t;
 }
 
 // `out` is the stored result, `acc` its local accumulator (computed per thread).
-void schedule_tiled(Schedule& s, const std::string& out, const std::string& acc, int64_t reduce_chunk) {
+void schedule_tiled(Schedule& s, const std::string& out, const std::string& acc, const TileBudget& budget) {
   const OperationNode* op = op_of(s, out);
   const OperationNode* aop = op_of(s, acc);
-  Tiling tile = choose_tiling(op->shape);
+  Tiling tile = choose_tiling(op->shape, budget);
   Stage o = s[out];
   auto axes = o.leaf_axes();
   std::vector<Axis> blocks, threads, regs;
@@ -124,7 +129,7 @@ void schedule_tiled(Schedule& s, const std::string& out, const std::string& acc,
   // reduce axes inside, then the register tile, unrolled so that it lives in registers.
   int64_t others = 1;
   for (size_t r = 1; r < aop->reduce_axis.size(); ++r) others *= aop->reduce_axis[r].extent();
-  int64_t chunk = std::max<int64_t>(1, std::min(aop->reduce_axis[0].extent(), reduce_chunk / others));
+  int64_t chunk = std::max<int64_t>(1, std::min(aop->reduce_axis[0].extent(), budget.chunk / others));
   auto [ro, ri] = a.split(aop->reduce_axis[0].name(), chunk);
   std::vector<Axis> aorder{ro, ri};
   for (size_t r = 1; r < aop->reduce_axis.size(); ++r) aorder.push_back(aop->reduce_axis[r].name());
@@ -153,7 +158,7 @@ void schedule_tiled(Schedule& s, const std::string& out, const std::string& acc,
   }
 }
 
-Schedule schedule_with_chunk(const std::vector<Tensor>& outputs, int64_t reduce_chunk, bool* tiled) {
+Schedule schedule_with_budget(const std::vector<Tensor>& outputs, const TileBudget& budget, bool* tiled) {
   Schedule s(outputs);
   std::vector<std::string> names = s.stage_names();
   // An element-wise output over a tiled stage's space (bias, activation) keeps its tiling.
@@ -186,7 +191,7 @@ Schedule schedule_with_chunk(const std::vector<Tensor>& outputs, int64_t reduce_
       std::string out = epilogue_of.count(name) ? epilogue_of[name] : name;
       Tensor local = s.cache_write(s.tensor(name), "local");
       if (out != name) s[name].compute_inline();
-      schedule_tiled(s, out, local.name(), reduce_chunk);
+      schedule_tiled(s, out, local.name(), budget);
       *tiled = true;
       continue;
     }
@@ -215,11 +220,18 @@ bool fits(const Schedule& s, const Target& target) {
 }  // namespace
 
 Schedule gpu_default_schedule(const std::vector<Tensor>& outputs, const Target& target) {
-  // Shared-memory stages hold a chunk of the reduction: halve it until the tiles fit.
-  for (int64_t chunk = kReduceChunk;; chunk /= 2) {
+  // Shared-memory stages hold a chunk of the reduction over the block's tile: halve the
+  // chunk until the tiles fit, then the outputs per thread (a strided or depthwise
+  // convolution's input tile grows with its output tile, not with the chunk), then the threads.
+  TileBudget b;
+  for (;;) {
     bool tiled = false;
-    Schedule s = schedule_with_chunk(outputs, chunk, &tiled);
-    if (!tiled || chunk == 1 || fits(s, target)) return s;
+    Schedule s = schedule_with_budget(outputs, b, &tiled);
+    if (!tiled || fits(s, target)) return s;
+    if (b.chunk > 1) b.chunk /= 2;
+    else if (b.regs > 1) b.regs /= 2, b.chunk = kReduceChunk;
+    else if (b.threads > 32) b.threads /= 2, b.chunk = kReduceChunk;
+    else return s;
   }
 }
 

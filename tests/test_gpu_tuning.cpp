@@ -227,6 +227,35 @@ TEST(GpuTuning, CudaWithoutAGpuEstimatesAndSaysSo) {
   }
 }
 
+// Where a CUDA device exists, a CUDA tuning measures every candidate on it through the
+// runner, keys its records by the device, and the best replays to the right answer there.
+TEST(GpuTuning, CudaOnADeviceMeasures) {
+  std::vector<Target> targets = ref::gpu_run_targets();
+  if (targets.back().kind != Target::Kind::CUDA) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  Workload w = make_workload("matmul", parse_shape("M=96,N=80,K=64"));
+  TuneOptions o = opencl_options(12, tmp_path("cuda_measured.json"));
+  o.target = targets.back();
+  TaskResult r = tune(w, o);
+  EXPECT_FALSE(r.estimated);
+  EXPECT_EQ(r.trials, 12);
+  EXPECT_GT(r.best_gflops, 0);
+  std::vector<Record> recs = read_log(o.log);
+  ASSERT_GE(recs.size(), 12u);
+  for (auto& rec : recs) {
+    EXPECT_EQ(rec.target_key.rfind(o.target.key() + "/", 0), 0u) << rec.target_key;
+    EXPECT_FALSE(rec.estimate);
+  }
+  Target device = o.target;
+  device.device = r.device;
+  auto best = best_schedule(o.log, w, device);
+  ASSERT_TRUE(best.has_value());
+  EXPECT_FALSE(best->estimate);
+  std::vector<Buffer> in{ref::random(w.args[0].shape(), 1), ref::random(w.args[1].shape(), 2)};
+  auto got = ref::run(Schedule::replay(w.outputs, best->steps), w.args, in, {.target = device});
+  auto want = ref::run(ops::default_schedule(w.outputs), w.args, in);
+  ref::expect_close(got[0], want[0], 1e-3);
+}
+
 TEST(GpuTuning, TheRunnerLinksNeitherLLVMNorXGBoost) {
   std::string cmd = std::string("ldd '") + TESSEL_RUNNER_BINARY + "' 2>&1";
   std::FILE* p = popen(cmd.c_str(), "r");
