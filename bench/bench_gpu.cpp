@@ -1,13 +1,19 @@
 // GPU default schedules: NVRTC compile time, registers and spills per kernel (sm_90), their
 // OpenCL twins timed on PoCL (OpenCL on this CPU: a CPU figure, labelled so), and, where a
-// CUDA device exists, GFLOP/s on it beside its name. One JSON object per line, then a
-// summary with the median compile time.
+// CUDA device exists, GFLOP/s on it beside its name; there, also the three networks of
+// bench_models compiled for it (every tensor on the device), their latency as a user sees it
+// (the median of 20 runs, uploading the input and downloading the output). One JSON object
+// per line, then a summary with the median compile time.
 //   bench_gpu [pocl=0]      (pocl=0 skips the PoCL timings)
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 
+#include "runtime/CUDA.h"
+#include "tessel/graph.h"
+#include "tessel/graph_models.h"
 #include "tessel/ops.h"
 #include "tessel/tessel.h"
 
@@ -66,6 +72,41 @@ std::vector<Buffer> buffers(const std::vector<Tensor>& args) {
   return b;
 }
 
+// The networks on the CUDA device: compile time, kernels, median latency of 20 runs.
+void networks(const Target& cuda) {
+  struct Net { const char* name; std::function<std::string()> make; };
+  for (const Net& n : std::vector<Net>{{"net_resnet50", [] { return graph::models::resnet(50); }},
+                                       {"net_mobilenetv2", [] { return graph::models::mobilenet_v2(); }},
+                                       {"net_bert_layer", [] { return graph::models::bert_layer(); }}}) {
+    std::printf("{\"bench\":\"gpu\",\"case\":\"%s\"", n.name);
+    try {
+      graph::Graph g = graph::load_onnx_bytes(n.make());
+      auto t0 = std::chrono::steady_clock::now();
+      graph::Network net = graph::compile(g, {.target = cuda});
+      double compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::vector<Buffer> in;
+      for (int id : g.inputs) {
+        in.emplace_back(g.values[size_t(id)].shape, g.values[size_t(id)].dtype);
+        in.back().fill_random(1);
+      }
+      net.run(in);  // uploads the weights
+      std::vector<double> ms;
+      for (int r = 0; r < 20; ++r) {
+        auto t = std::chrono::steady_clock::now();
+        net.run(in);
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
+      }
+      std::sort(ms.begin(), ms.end());
+      std::printf(",\"compile_s\":%.1f,\"kernels\":%d,\"cuda_device\":\"%s\",\"cuda_ms\":%.4f", compile_s,
+                  net.num_kernels(), cuda_device_name().c_str(), ms[ms.size() / 2]);
+    } catch (const Error& e) {
+      std::printf(",\"cuda_error\":\"%.200s\"", e.what());
+    }
+    std::printf("}\n");
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,6 +147,7 @@ int main(int argc, char** argv) {
     std::printf("}\n");
     std::fflush(stdout);
   }
+  if (!cuda_device_name().empty()) networks(cuda);
   if (!compile_ms.empty()) {
     std::sort(compile_ms.begin(), compile_ms.end());
     std::printf("{\"bench\":\"gpu\",\"summary\":\"lowering + NVRTC per default schedule (sm_90)\",\"median_ms\":%.1f,"

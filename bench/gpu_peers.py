@@ -1,11 +1,16 @@
 """bench_gpu's cases through PyTorch (cuBLAS, cuDNN and its own kernels) in float32 with TF32
 off, timed as bench_gpu times Tessel's kernels (CUDA events, one run untimed, then the mean of
-20 back to back); joined with bench_gpu's JSON lines, it prints both and their ratio.
+20 back to back); joined with bench_gpu's JSON lines, it prints both and their ratio. The
+networks are PyTorch eager modules of the same architectures with random weights (torchvision's
+ResNet-50 and MobileNetV2, batch norm left as its own kernels, and a BERT-base layer written
+here), timed as bench_gpu times Tessel's: the median of 20 runs, the input uploaded and the
+output downloaded.
 
     python3 bench/gpu_peers.py bench_gpu.jsonl     (run by bench/bench_gpu.sh)
 """
 import json
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +30,48 @@ def timed(fn, number=20):
     stop.record()
     stop.synchronize()
     return start.elapsed_time(stop) / number
+
+
+def wall_ms(fn, number=20):
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(number):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    return sorted(times)[number // 2]
+
+
+class BertLayer(torch.nn.Module):
+    """One BERT-base encoder layer as models::bert_layer writes it (post-norm, erf GELU)."""
+
+    def __init__(self, hidden=768, heads=12, ffn=3072):
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v, self.o = (torch.nn.Linear(hidden, hidden) for _ in range(4))
+        self.up, self.down = torch.nn.Linear(hidden, ffn), torch.nn.Linear(ffn, hidden)
+        self.ln1, self.ln2 = torch.nn.LayerNorm(hidden, eps=1e-12), torch.nn.LayerNorm(hidden, eps=1e-12)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        split = lambda t: t.view(b, s, self.heads, h // self.heads).transpose(1, 2)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        p = torch.softmax(q @ k.transpose(-1, -2) / (h // self.heads) ** 0.5, dim=-1)
+        ctx = (p @ v).transpose(1, 2).reshape(b, s, h)
+        h1 = self.ln1(self.o(ctx) + x)
+        return self.ln2(self.down(F.gelu(self.up(h1))) + h1)
+
+
+def network(name):
+    import torchvision
+    make, shape = {"net_resnet50": (lambda: torchvision.models.resnet50(), (1, 3, 224, 224)),
+                   "net_mobilenetv2": (lambda: torchvision.models.mobilenet_v2(), (1, 3, 224, 224)),
+                   "net_bert_layer": (lambda: BertLayer(), (1, 128, 768))}[name]
+    model = make().cuda().eval()
+    x = torch.rand(*shape) * 2 - 1
+    with torch.no_grad():
+        return "PyTorch eager", wall_ms(lambda: model(x.cuda()).cpu())
 
 
 def rand(*shape):
@@ -48,6 +95,8 @@ def peer(case):
     if case == "layer_norm_512x768":
         x, g, b = rand(512, 768), rand(768), rand(768)
         return "torch", timed(lambda: F.layer_norm(x, (768,), g, b))
+    if case.startswith("net_"):
+        return network(case)
     if case == "dense_bias_gelu_128x768x3072":
         x, w, b = rand(128, 768), rand(3072, 768), rand(3072)
         return "cuBLAS+torch", timed(lambda: F.gelu(F.linear(x, w, b)))

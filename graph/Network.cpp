@@ -28,6 +28,10 @@ Graph optimize(const Graph& input, const CompileOptions& opts) {
   return g;
 }
 
+// Arena offsets on GPUs: a multiple of every device's base-address alignment (OpenCL's
+// sub-buffers need it; NVIDIA's is 512 bytes).
+constexpr int64_t kDeviceAlignment = 4096;
+
 void call(const Step& s, const std::vector<Buffer>& args) {
   if (s.vendor) s.vendor->run(args);
   else s.module(args);
@@ -52,6 +56,7 @@ int64_t network_bytes(const Graph& g, const std::vector<Part>& parts) {
 // weights from where the network leaves them, its other arguments (`warm`) from the caches.
 double time_in_network(const Step& s, const std::vector<Buffer>& args, const std::vector<Buffer>& warm,
                        const CacheFlusher& flush, int calls) {
+  if (s.module.target().is_gpu()) return s.module.time(args, calls);  // device events: the copies left out
   call(s, args);  // prepares rewritten weights
   double best = 1e30;
   for (int c = 0; c < calls; ++c) {
@@ -195,7 +200,7 @@ Network compile(const Graph& input, const CompileOptions& opts) {
   std::vector<int> taken(uses.size(), 0);
   for (TensorLifetime& u : uses)
     if (u.alias >= 0 && taken[size_t(u.alias)]++) u.alias = -1;
-  impl->plan = plan_memory(uses);
+  impl->plan = plan_memory(uses, opts.target.is_gpu() ? kDeviceAlignment : 64);
   Buffer arena({std::max<int64_t>(impl->plan.arena_bytes, 1)}, uint8);
   impl->arena_offset.assign(g.values.size(), -1);
   for (auto& [id, u] : use_of) {
@@ -232,21 +237,13 @@ std::vector<autotune::TaskResult> tune(const Graph& input, const autotune::TuneO
 std::vector<Buffer> Network::run(const std::vector<Buffer>& inputs) const { return run(inputs, nullptr); }
 
 namespace {
-// The kernels in order over the network's buffers; `seconds`, if given, gets each one's time
-// as it ran.
-std::vector<Buffer> run_steps(NetworkImpl& impl, const std::vector<Buffer>& inputs,
-                              const std::function<void(const std::string&, const Buffer&)>& each,
-                              std::vector<double>* seconds) {
+using EachOutput = std::function<void(const std::string&, const Buffer&)>;
+
+// The kernels in order over the host buffers; `seconds`, if given, gets each one's time as it
+// ran.
+void call_steps(NetworkImpl& impl, const EachOutput& each, std::vector<double>* seconds) {
   const Graph& g = impl.graph;
-  TESSEL_USER_CHECK(inputs.size() == g.inputs.size(), "the network takes ", g.inputs.size(), " inputs, ",
-                    inputs.size(), " were given");
   std::vector<Buffer>& env = impl.values;
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const Value& v = g.values[size_t(g.inputs[k])];
-    TESSEL_USER_CHECK(inputs[k].dtype() == v.dtype && inputs[k].shape() == v.shape, "input ", k, " ('", v.name,
-                      "') must be ", v.dtype.str(), shape_str(v.shape), ", not ", inputs[k].describe());
-    env[size_t(g.inputs[k])] = inputs[k];
-  }
   std::vector<Buffer> args;
   for (size_t k = 0; k < impl.steps.size(); ++k) {
     const Step& s = impl.steps[k];
@@ -259,6 +256,82 @@ std::vector<Buffer> run_steps(NetworkImpl& impl, const std::vector<Buffer>& inpu
     if (each)
       for (int id : s.outputs) each(g.values[size_t(id)].name, env[size_t(id)]);
   }
+}
+
+// GPU targets, at the first run: a device buffer for each tensor a kernel reads or writes,
+// the arena's as views of one allocation, the weights uploaded.
+void place_on_device(NetworkImpl& impl) {
+  const Graph& g = impl.graph;
+  auto device = DeviceMemory::open(impl.target);
+  TESSEL_INTERNAL_CHECK(kDeviceAlignment % device->alignment() == 0, "the device needs offsets aligned to ",
+                        device->alignment(), " bytes");
+  uint64_t arena = device->alloc(impl.plan.arena_bytes);
+  impl.device_values.assign(g.values.size(), 0);
+  auto place = [&](int id) {
+    uint64_t& h = impl.device_values[size_t(id)];
+    if (h) return;
+    const Buffer& host = impl.values[size_t(id)];
+    const Value& v = g.values[size_t(id)];
+    int64_t bytes = v.elements() * v.dtype.bytes();
+    int offset = impl.arena_offset[size_t(id)];
+    h = offset >= 0 ? device->view(arena, offset, bytes) : device->alloc(bytes);
+    if (v.is_constant()) device->upload(h, host.raw(), bytes);
+  };
+  for (int id : g.inputs) place(id);
+  for (const Step& s : impl.steps) {
+    for (int id : s.inputs) place(id);
+    for (int id : s.outputs) place(id);
+  }
+  impl.device = std::move(device);
+}
+
+// The kernels in order over the device's buffers: inputs uploaded, every kernel queued, the
+// outputs downloaded into their host buffers. With `each` or `seconds`, each kernel is waited
+// for (and its outputs downloaded for `each`).
+void launch_steps(NetworkImpl& impl, const EachOutput& each, std::vector<double>* seconds) {
+  const Graph& g = impl.graph;
+  if (!impl.device) place_on_device(impl);
+  DeviceMemory& d = *impl.device;
+  std::vector<Buffer>& env = impl.values;
+  auto handle = [&](int id) { return impl.device_values[size_t(id)]; };
+  for (int id : g.inputs)
+    if (handle(id)) d.upload(handle(id), env[size_t(id)].raw(), env[size_t(id)].bytes());
+  std::vector<uint64_t> args;
+  for (size_t k = 0; k < impl.steps.size(); ++k) {
+    const Step& s = impl.steps[k];
+    args.clear();
+    for (int id : s.inputs) args.push_back(handle(id));
+    for (int id : s.outputs) args.push_back(handle(id));
+    auto t = std::chrono::steady_clock::now();
+    s.module.launch(args);
+    if (!seconds && !each) continue;
+    d.synchronize();
+    if (seconds) (*seconds)[k] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    if (each)
+      for (int id : s.outputs) {
+        d.download(env[size_t(id)].raw(), handle(id), env[size_t(id)].bytes());
+        each(g.values[size_t(id)].name, env[size_t(id)]);
+      }
+  }
+  for (int id : g.outputs)
+    if (handle(id) && !g.values[size_t(id)].is_constant())
+      d.download(env[size_t(id)].raw(), handle(id), env[size_t(id)].bytes());
+}
+
+std::vector<Buffer> run_steps(NetworkImpl& impl, const std::vector<Buffer>& inputs, const EachOutput& each,
+                              std::vector<double>* seconds) {
+  const Graph& g = impl.graph;
+  TESSEL_USER_CHECK(inputs.size() == g.inputs.size(), "the network takes ", g.inputs.size(), " inputs, ",
+                    inputs.size(), " were given");
+  std::vector<Buffer>& env = impl.values;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Value& v = g.values[size_t(g.inputs[k])];
+    TESSEL_USER_CHECK(inputs[k].dtype() == v.dtype && inputs[k].shape() == v.shape, "input ", k, " ('", v.name,
+                      "') must be ", v.dtype.str(), shape_str(v.shape), ", not ", inputs[k].describe());
+    env[size_t(g.inputs[k])] = inputs[k];
+  }
+  if (impl.target.is_gpu()) launch_steps(impl, each, seconds);
+  else call_steps(impl, each, seconds);
   std::vector<Buffer> out;
   for (int id : g.outputs) out.push_back(env[size_t(id)]);
   for (size_t k = 0; k < inputs.size(); ++k) env[size_t(g.inputs[k])] = Buffer();  // not kept alive
@@ -266,8 +339,7 @@ std::vector<Buffer> run_steps(NetworkImpl& impl, const std::vector<Buffer>& inpu
 }
 }  // namespace
 
-std::vector<Buffer> Network::run(const std::vector<Buffer>& inputs,
-                                 const std::function<void(const std::string&, const Buffer&)>& each) const {
+std::vector<Buffer> Network::run(const std::vector<Buffer>& inputs, const EachOutput& each) const {
   TESSEL_USER_CHECK(impl_, "running an empty Network; compile() one first");
   return run_steps(*impl_, inputs, each, nullptr);
 }

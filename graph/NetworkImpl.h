@@ -2,6 +2,7 @@
 // What a compiled network holds (Network.cpp builds and runs it, SaveNetwork.cpp writes it).
 #include "graph/MemoryPlan.h"
 #include "tessel/build.h"
+#include "tessel/device_memory.h"
 #include "tessel/graph.h"
 
 namespace tessel::graph {
@@ -33,6 +34,11 @@ class NetworkImpl {
   std::vector<Buffer> values;  // per value: constants, arena views, output buffers; inputs per run
   std::vector<int> arena_offset;  // per value: its byte offset in the arena, or -1
   MemoryPlan plan;
+  // GPU targets: the tensors the kernels read and write live on the device (weights uploaded
+  // at the first run, the arena, inputs and outputs); each run uploads the inputs, launches
+  // every kernel without waiting and downloads the outputs.
+  std::shared_ptr<DeviceMemory> device;
+  std::vector<uint64_t> device_values;  // per value: its device buffer, or 0
   bool profiled = false;
 };
 

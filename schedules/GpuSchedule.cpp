@@ -99,11 +99,24 @@ Tiling choose_tiling(const std::vector<int64_t>& ext, const TileBudget& budget) 
   return t;
 }
 
-// `out` is the stored result, `acc` its local accumulator (computed per thread).
-void schedule_tiled(Schedule& s, const std::string& out, const std::string& acc, const TileBudget& budget) {
+// The tiled stage with the fewest thread blocks: its blocks and outputs.
+struct TiledSize {
+  int64_t blocks = 0, outputs = 0;
+};
+
+// `out` is the stored result, `acc` its local accumulator (computed per thread). Keeps its
+// size in `smallest` where it has fewer blocks.
+void schedule_tiled(Schedule& s, const std::string& out, const std::string& acc, const TileBudget& budget,
+                    TiledSize* smallest) {
   const OperationNode* op = op_of(s, out);
   const OperationNode* aop = op_of(s, acc);
   Tiling tile = choose_tiling(op->shape, budget);
+  TiledSize size{1, 1};
+  for (size_t k = 0; k < op->shape.size(); ++k) {
+    int64_t per_block = tile.threads[k] * tile.regs[k];
+    size.blocks *= (op->shape[k] + per_block - 1) / per_block, size.outputs *= op->shape[k];
+  }
+  if (!smallest->blocks || size.blocks < smallest->blocks) *smallest = size;
   Stage o = s[out];
   auto axes = o.leaf_axes();
   std::vector<Axis> blocks, threads, regs;
@@ -158,7 +171,8 @@ void schedule_tiled(Schedule& s, const std::string& out, const std::string& acc,
   }
 }
 
-Schedule schedule_with_budget(const std::vector<Tensor>& outputs, const TileBudget& budget, bool* tiled) {
+// `*smallest`: the tiled stage with the fewest thread blocks (0 blocks if none is tiled).
+Schedule schedule_with_budget(const std::vector<Tensor>& outputs, const TileBudget& budget, TiledSize* smallest) {
   Schedule s(outputs);
   std::vector<std::string> names = s.stage_names();
   // An element-wise output over a tiled stage's space (bias, activation) keeps its tiling.
@@ -191,8 +205,7 @@ Schedule schedule_with_budget(const std::vector<Tensor>& outputs, const TileBudg
       std::string out = epilogue_of.count(name) ? epilogue_of[name] : name;
       Tensor local = s.cache_write(s.tensor(name), "local");
       if (out != name) s[name].compute_inline();
-      schedule_tiled(s, out, local.name(), budget);
-      *tiled = true;
+      schedule_tiled(s, out, local.name(), budget, smallest);
       continue;
     }
     int64_t red = 1;
@@ -220,14 +233,26 @@ bool fits(const Schedule& s, const Target& target) {
 }  // namespace
 
 Schedule gpu_default_schedule(const std::vector<Tensor>& outputs, const Target& target) {
+  TileBudget b;
+  // Enough thread blocks for every multiprocessor: a layer of 64x56x56 outputs in tiles of
+  // 4,096 has 49 blocks, and an H100 has 132 multiprocessors. Smaller tiles reuse each
+  // staged operand less, so outputs per thread go first, down to 1, then threads, down to 64;
+  // a stage too small to fill the device even so keeps its tiles.
+  for (;;) {
+    TiledSize size;
+    schedule_with_budget(outputs, b, &size);
+    if (size.blocks >= target.multiprocessors || size.outputs < target.multiprocessors * 64) break;
+    if (b.regs > 1) b.regs /= 2;
+    else if (b.threads > 64) b.threads /= 2;
+    else break;
+  }
   // Shared-memory stages hold a chunk of the reduction over the block's tile: halve the
   // chunk until the tiles fit, then the outputs per thread (a strided or depthwise
   // convolution's input tile grows with its output tile, not with the chunk), then the threads.
-  TileBudget b;
   for (;;) {
-    bool tiled = false;
-    Schedule s = schedule_with_budget(outputs, b, &tiled);
-    if (!tiled || fits(s, target)) return s;
+    TiledSize size;
+    Schedule s = schedule_with_budget(outputs, b, &size);
+    if (!size.blocks || fits(s, target)) return s;
     if (b.chunk > 1) b.chunk /= 2;
     else if (b.regs > 1) b.regs /= 2, b.chunk = kReduceChunk;
     else if (b.threads > 32) b.threads /= 2, b.chunk = kReduceChunk;

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "gpu_targets.h"
 #include "graph/MemoryPlan.h"
 #include "graph/Partition.h"
 #include "graph/Vendor.h"
@@ -88,6 +90,48 @@ TEST(Graph, TransformerEncoderLayerGivesTheSameOutputsOptimisedAndNodeByNode) {
   std::printf("%s", net.report().c_str());
   EXPECT_LE(net.num_kernels(), 19);  // each matmul with its bias, scaling, residual or GELU
   EXPECT_LT(net.arena_bytes(), net.separate_bytes() / 2);
+}
+
+// On a GPU every tensor stays on the device between kernels: the network's outputs match the
+// CPU's, run after run with new inputs, and node by node (each output downloaded) too.
+TEST(Graph, GpuNetworksKeepTheirTensorsOnTheDevice) {
+  for (const std::string& model : {models::resnet_basic_block(16, 14, 2), models::inverted_residual(16, 24, 6, 1, 10),
+                                   models::bert_layer(16, 64, 4, 128)}) {
+    Graph g = load_onnx_bytes(model);
+    Network cpu = compile(g);
+    for (const Target& t : ref::gpu_run_targets()) {
+      SCOPED_TRACE(t.str());
+      Network gpu = compile(g, {.target = t});
+      for (uint64_t seed : {1, 2}) {
+        std::vector<Buffer> in;
+        for (int id : g.inputs) {
+          in.emplace_back(g.values[size_t(id)].shape, g.values[size_t(id)].dtype);
+          in.back().fill_random(seed);
+        }
+        std::vector<Buffer> want = cpu.run(in), got = gpu.run(in);
+        for (size_t k = 0; k < want.size(); ++k) EXPECT_LT(max_relative_error(got[k], want[k]), 1e-4) << seed;
+      }
+      // Node by node: each kernel's outputs, downloaded as it finishes (the arena reuses
+      // memory, so each is copied when handed out).
+      std::map<std::string, Buffer> cpu_values, gpu_values;
+      auto keep = [](std::map<std::string, Buffer>& into) {
+        return [&into](const std::string& name, const Buffer& b) {
+          Buffer c(b.shape(), b.dtype());
+          std::memcpy(c.raw(), b.raw(), size_t(b.bytes()));
+          into[name] = c;
+        };
+      };
+      std::vector<Buffer> in;
+      for (int id : g.inputs) {
+        in.emplace_back(g.values[size_t(id)].shape, g.values[size_t(id)].dtype);
+        in.back().fill_random(3);
+      }
+      cpu.run(in, keep(cpu_values));
+      gpu.run(in, keep(gpu_values));
+      ASSERT_EQ(gpu_values.size(), cpu_values.size());
+      for (auto& [name, b] : gpu_values) EXPECT_LT(max_relative_error(b, cpu_values[name]), 1e-4) << name;
+    }
+  }
 }
 
 TEST(Graph, NodeByNodeModeHandsOutEveryIntermediateValue) {

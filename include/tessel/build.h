@@ -71,6 +71,9 @@ class Module {
   }
   // Call without checks, for timing loops: one data pointer per argument.
   void call_raw(void* const* args) const;
+  // GPU targets: queues the kernel on device buffers (DeviceMemory handles), one per argument
+  // in build() order, and returns without waiting: a chain of kernels runs without the host.
+  void launch(const std::vector<uint64_t>& device_args) const;
 
   // Inputs whose layout the schedule rewrote (Schedule::rewrite_layout), weights that stay
   // constant between calls. Calls take them in the caller's layout: the first call with a

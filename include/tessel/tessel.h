@@ -1,6 +1,7 @@
 #pragma once
 #include "tessel/buffer.h"
 #include "tessel/build.h"
+#include "tessel/device_memory.h"
 #include "tessel/dtype.h"
 #include "tessel/error.h"
 #include "tessel/expr.h"

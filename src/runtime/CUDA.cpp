@@ -117,6 +117,19 @@ class CudaKernel : public Kernel {
   CudaKernel(CudaBinary b, const DevicePlan& plan) : bin_(std::move(b)), plan_(plan) {}
   ~CudaKernel() override {
     if (module_) driver().module_unload(module_);
+    for (auto p : temps_) driver().mem_free(p);
+  }
+
+  void launch(const uint64_t* args) override {
+    const Driver& d = load();
+    for (size_t i = temps_.size(); i < plan_.temp_bytes.size(); ++i) {
+      CUdeviceptr p = 0;
+      d.check(d.mem_alloc(&p, size_t(std::max<int64_t>(plan_.temp_bytes[i], 1))), "cuMemAlloc");
+      temps_.push_back(p);
+    }
+    std::vector<CUdeviceptr> ptr(args, args + plan_.arg_bytes.size());
+    ptr.insert(ptr.end(), temps_.begin(), temps_.end());
+    run(ptr);
   }
 
   void call(void* const* args) override {
@@ -209,9 +222,42 @@ class CudaKernel : public Kernel {
   DevicePlan plan_;
   CUmodule module_ = nullptr;
   std::vector<CUfunction> functions_;
+  std::vector<CUdeviceptr> temps_;  // for launch()
+};
+
+class CudaMemory : public DeviceMemory {
+ public:
+  CudaMemory() : d_(driver()) {
+    TESSEL_USER_CHECK(d_.error.empty(), "no CUDA device to hold a network's tensors: ", d_.error);
+    d_.check(d_.ctx_set_current(d_.ctx), "cuCtxSetCurrent");
+  }
+  ~CudaMemory() override {
+    for (auto p : owned_) d_.mem_free(p);
+  }
+  int64_t alignment() const override { return 256; }
+  uint64_t alloc(int64_t bytes) override {
+    CUdeviceptr p = 0;
+    d_.check(d_.mem_alloc(&p, size_t(std::max<int64_t>(bytes, 1))), "cuMemAlloc");
+    owned_.push_back(p);
+    return p;
+  }
+  uint64_t view(uint64_t base, int64_t offset, int64_t) override { return base + uint64_t(offset); }
+  void upload(uint64_t dst, const void* src, int64_t bytes) override {
+    d_.check(d_.htod(dst, src, size_t(bytes)), "cuMemcpyHtoD");
+  }
+  void download(void* dst, uint64_t src, int64_t bytes) override {
+    d_.check(d_.dtoh(dst, src, size_t(bytes)), "cuMemcpyDtoH");
+  }
+  void synchronize() override { d_.check(d_.synchronize(), "the kernels"); }
+
+ private:
+  const Driver& d_;
+  std::vector<CUdeviceptr> owned_;
 };
 
 }  // namespace
+
+std::shared_ptr<DeviceMemory> make_cuda_memory() { return std::make_shared<CudaMemory>(); }
 
 std::unique_ptr<Kernel> make_cuda_kernel(CudaBinary binary, const DevicePlan& plan) {
   return std::make_unique<CudaKernel>(std::move(binary), plan);

@@ -7,6 +7,7 @@
 
 #include "runtime/DevicePlan.h"
 #include "runtime/Kernel.h"
+#include "tessel/device_memory.h"
 
 namespace tessel {
 
@@ -18,6 +19,7 @@ struct CudaBinary {
   KernelResources resources;
 };
 
+std::shared_ptr<DeviceMemory> make_cuda_memory();
 std::unique_ptr<Kernel> make_cuda_kernel(CudaBinary binary, const DevicePlan& plan);
 // "NVIDIA H100 80GB HBM3 (sm_90)", or empty when no driver or device is present.
 std::string cuda_device_name();

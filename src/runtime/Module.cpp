@@ -74,6 +74,15 @@ void Module::call_raw(void* const* args) const {
   if (impl_->rewrites.empty()) return impl_->kernel->call(args);  // timing loops: nothing to swap
   impl_->kernel->call(impl_->kernel_args(args).data());
 }
+void Module::launch(const std::vector<uint64_t>& device_args) const {
+  TESSEL_USER_CHECK(impl_, "launching an empty Module; build() one first");
+  TESSEL_USER_CHECK(device_args.size() == impl_->args.size(), "Module '", name(), "' takes ", impl_->args.size(),
+                    " arguments, ", device_args.size(), " device buffers were given");
+  TESSEL_USER_CHECK(impl_->rewrites.empty(), "Module '", name(), "' reads inputs in a rewritten layout, which "
+                    "Module::launch does not prepare on the device; call it with host Buffers");
+  impl_->kernel->launch(device_args.data());
+}
+
 std::vector<LayoutRewrite> Module::layout_rewrites() const {
   std::vector<LayoutRewrite> out;
   for (auto& r : impl_->rewrites) out.push_back(r.layout);

@@ -88,7 +88,22 @@ class OpenCLKernel : public Kernel {
   }
   ~OpenCLKernel() override {
     for (auto k : kernels_) clReleaseKernel(k);
+    for (auto m : temps_) clReleaseMemObject(m);
     clReleaseProgram(program_);
+  }
+
+  void launch(const uint64_t* args) override {
+    Device& d = cl_device();
+    for (size_t i = temps_.size(); i < plan_.temp_bytes.size(); ++i) {
+      cl_int rc;
+      temps_.push_back(clCreateBuffer(d.ctx, CL_MEM_READ_WRITE, size_t(std::max<int64_t>(plan_.temp_bytes[i], 1)),
+                                      nullptr, &rc));
+      check(rc, "clCreateBuffer");
+    }
+    std::vector<cl_mem> mem;
+    for (size_t i = 0; i < plan_.arg_bytes.size(); ++i) mem.push_back(reinterpret_cast<cl_mem>(args[i]));
+    mem.insert(mem.end(), temps_.begin(), temps_.end());
+    enqueue(mem, nullptr);
   }
 
   void call(void* const* args) override {
@@ -141,22 +156,11 @@ class OpenCLKernel : public Kernel {
     }
   };
 
-  // One run of every launch; adds their device time to `seconds` when given.
+  // One run of every launch, waited for; adds their device time to `seconds` when given.
   void run(const std::vector<cl_mem>& mem, double* seconds) {
-    Device& d = cl_device();
     std::vector<cl_event> events;
-    for (size_t k = 0; k < kernels_.size(); ++k) {
-      const LaunchSpec& l = plan_.launches[k];
-      for (size_t p = 0; p < l.params.size(); ++p)
-        check(clSetKernelArg(kernels_[k], cl_uint(p), sizeof(cl_mem), &mem[l.params[p]]), "clSetKernelArg");
-      size_t global[3], local[3];
-      for (int i = 0; i < 3; ++i) local[i] = size_t(l.block[i]), global[i] = size_t(l.grid[i] * l.block[i]);
-      cl_event e;
-      check(clEnqueueNDRangeKernel(d.queue, kernels_[k], 3, nullptr, global, local, 0, nullptr, &e),
-            "clEnqueueNDRangeKernel");
-      events.push_back(e);
-    }
-    check(clFinish(d.queue), "clFinish");
+    enqueue(mem, &events);
+    check(clFinish(cl_device().queue), "clFinish");
     for (auto e : events) {
       if (seconds) {
         cl_ulong start = 0, end = 0;
@@ -168,13 +172,76 @@ class OpenCLKernel : public Kernel {
     }
   }
 
+  // Queues every launch; their events go to `events` if given.
+  void enqueue(const std::vector<cl_mem>& mem, std::vector<cl_event>* events) {
+    Device& d = cl_device();
+    for (size_t k = 0; k < kernels_.size(); ++k) {
+      const LaunchSpec& l = plan_.launches[k];
+      for (size_t p = 0; p < l.params.size(); ++p)
+        check(clSetKernelArg(kernels_[k], cl_uint(p), sizeof(cl_mem), &mem[l.params[p]]), "clSetKernelArg");
+      size_t global[3], local[3];
+      for (int i = 0; i < 3; ++i) local[i] = size_t(l.block[i]), global[i] = size_t(l.grid[i] * l.block[i]);
+      check(clEnqueueNDRangeKernel(d.queue, kernels_[k], 3, nullptr, global, local, 0, nullptr,
+                                   events ? &events->emplace_back() : nullptr),
+            "clEnqueueNDRangeKernel");
+    }
+  }
+
   std::string source_;
   DevicePlan plan_;
   cl_program program_ = nullptr;
   std::vector<cl_kernel> kernels_;
+  std::vector<cl_mem> temps_;  // for launch()
+};
+
+class OpenCLMemory : public DeviceMemory {
+ public:
+  OpenCLMemory() : d_(cl_device()) {
+    cl_uint bits = 0;
+    check(clGetDeviceInfo(d_.id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, nullptr), "clGetDeviceInfo");
+    align_ = std::max<int64_t>(bits / 8, 64);
+  }
+  ~OpenCLMemory() override {
+    for (auto it = owned_.rbegin(); it != owned_.rend(); ++it) clReleaseMemObject(*it);  // views first
+  }
+  int64_t alignment() const override { return align_; }
+  uint64_t alloc(int64_t bytes) override {
+    cl_int rc;
+    cl_mem m = clCreateBuffer(d_.ctx, CL_MEM_READ_WRITE, size_t(std::max<int64_t>(bytes, 1)), nullptr, &rc);
+    check(rc, "clCreateBuffer");
+    owned_.push_back(m);
+    return reinterpret_cast<uint64_t>(m);
+  }
+  uint64_t view(uint64_t base, int64_t offset, int64_t bytes) override {
+    cl_buffer_region r{size_t(offset), size_t(std::max<int64_t>(bytes, 1))};
+    cl_int rc;
+    cl_mem m = clCreateSubBuffer(reinterpret_cast<cl_mem>(base), CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r,
+                                 &rc);
+    check(rc, "clCreateSubBuffer");
+    owned_.push_back(m);
+    return reinterpret_cast<uint64_t>(m);
+  }
+  void upload(uint64_t dst, const void* src, int64_t bytes) override {
+    check(clEnqueueWriteBuffer(d_.queue, reinterpret_cast<cl_mem>(dst), CL_TRUE, 0, size_t(bytes), src, 0, nullptr,
+                               nullptr),
+          "clEnqueueWriteBuffer");
+  }
+  void download(void* dst, uint64_t src, int64_t bytes) override {
+    check(clEnqueueReadBuffer(d_.queue, reinterpret_cast<cl_mem>(src), CL_TRUE, 0, size_t(bytes), dst, 0, nullptr,
+                              nullptr),
+          "clEnqueueReadBuffer");
+  }
+  void synchronize() override { check(clFinish(d_.queue), "clFinish"); }
+
+ private:
+  Device& d_;
+  int64_t align_ = 64;
+  std::vector<cl_mem> owned_;
 };
 
 }  // namespace
+
+std::shared_ptr<DeviceMemory> make_opencl_memory() { return std::make_shared<OpenCLMemory>(); }
 
 std::unique_ptr<Kernel> make_opencl_kernel(const std::string& source, const DevicePlan& plan) {
   return std::make_unique<OpenCLKernel>(source, plan);

@@ -5,10 +5,12 @@
 
 #include "runtime/DevicePlan.h"
 #include "runtime/Kernel.h"
+#include "tessel/device_memory.h"
 
 namespace tessel {
 
 // Compiles `source` for the first OpenCL device; throws an Error with the build log.
+std::shared_ptr<DeviceMemory> make_opencl_memory();
 std::unique_ptr<Kernel> make_opencl_kernel(const std::string& source, const DevicePlan& plan);
 // "pthread-znver4" (PoCL on this CPU), or empty if no OpenCL device is present.
 std::string opencl_device_name();
