@@ -2,11 +2,13 @@
 // built from it, and log maintenance (merge, keep the best).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <map>
 #include <tuple>
 
 #include "autotune/Finals.h"
+#include "runtime/ModuleImpl.h"
 #include "tessel/ops.h"
 
 namespace tessel::autotune {
@@ -51,8 +53,43 @@ std::optional<BestSchedule> TuningLog::best(const Workload& w, const Target& tar
   return BestSchedule{r.steps, r.mean_cost(), r.target_str, r.target_key, r.estimate};
 }
 
+namespace {
+// The convolution by Winograd's algorithm where the log's record of it beats the direct one's
+// on the same machine: a Module that takes the caller's weights and transforms them once.
+std::optional<Module> build_winograd(const std::string& log_path, const Workload& w, const Target& target,
+                                     const std::optional<BestSchedule>& direct) {
+  std::optional<Workload> wino = winograd_companion(w, target);
+  if (!wino) return std::nullopt;
+  std::optional<BestSchedule> best = best_schedule(log_path, *wino, target, /*stand_in=*/true);
+  if (!best || best->estimate || (direct && (direct->target_key != best->target_key || direct->seconds <= best->seconds)))
+    return std::nullopt;
+  Module kernel;
+  try {
+    kernel = build(Schedule::replay(wino->outputs, best->steps), wino->args, {.name = w.op, .target = target});
+  } catch (const Error& e) {
+    std::fprintf(stderr, "tessel: WARNING: the best record for workload %s in log '%s' does not build (%s); using "
+                 "the direct convolution's\n", wino->key().c_str(), log_path.c_str(), e.what());
+    return std::nullopt;
+  }
+  int64_t cb = wino->shape.at("cb"), kb = wino->shape.at("kb"), m = wino->shape.at("m");
+  const Tensor& W = w.args[1];
+  ArgSpec caller{W.name(), W.shape(), W.dtype()};
+  std::string what = "winograd F(" + std::to_string(m) + "x" + std::to_string(m) + ", 3x3)";
+  return with_transformed_input(kernel, 1, caller, what, [=](const void* src, Buffer& U) {
+    Buffer weights(caller.shape, caller.dtype);
+    std::memcpy(weights.raw(), src, size_t(weights.bytes()));
+    Buffer u = ops::winograd_weights_oihw(weights, cb, kb, m);
+    std::memcpy(U.raw(), u.raw(), size_t(U.bytes()));
+  });
+}
+}  // namespace
+
 Module build_best(const std::string& log_path, const Workload& w, const Target& target, bool* found) {
   std::optional<BestSchedule> best = best_schedule(log_path, w, target, /*stand_in=*/true);
+  if (std::optional<Module> m = build_winograd(log_path, w, target, best)) {
+    if (found) *found = true;
+    return *m;
+  }
   if (found) *found = best.has_value();
   if (best && best->estimate)
     std::fprintf(stderr,

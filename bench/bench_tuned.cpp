@@ -26,7 +26,8 @@ using namespace tessel::autotune;
 namespace {
 // "search" when the log's best is a schedule the search found, "default" when nothing it
 // found beat the default schedule (the tuner logs that too), "none" without a record; with
-// " on <cpu>" when it was tuned on another CPU (no record of this one).
+// " on <cpu>" when it was tuned on another CPU (no record of this one). A convolution built by
+// Winograd's algorithm says so instead ("winograd F(4x4, 3x3)").
 std::string source(const std::string& log, const Workload& w) {
   auto best = best_schedule(log, w, Target::host(), /*stand_in=*/true);
   if (!best) return "none";
@@ -82,7 +83,10 @@ int main(int argc, char** argv) {
   auto add_kernels = [&](const Workload& w, const std::string& log) -> Kernels& {
     bool found = false;
     Module tuned = build_best(log, w, Target::host(), &found);
-    kernels.push_back({found, ", \"tuned_from\": \"" + source(log, w) + "\"", tuned,
+    std::string from = source(log, w);
+    for (const LayoutRewrite& r : tuned.layout_rewrites())
+      if (!r.transform.empty()) from = r.transform;  // its companion's record was faster (winograd_companion)
+    kernels.push_back({found, ", \"tuned_from\": \"" + from + "\"", tuned,
                        build(autotune::default_schedule(w), w.args), bench::make_args(w)});
     return kernels.back();
   };

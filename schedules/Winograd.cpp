@@ -87,6 +87,28 @@ Buffer winograd_weights(const Buffer& W, int64_t tile) {
   return U;
 }
 
+Buffer winograd_weights_oihw(const Buffer& W, int64_t cb, int64_t kb, int64_t tile) {
+  const std::vector<int64_t>& s = W.shape();
+  TESSEL_USER_CHECK(s.size() == 4 && s[2] == 3 && s[3] == 3 && cb > 0 && kb > 0 && s[0] % kb == 0 && s[1] % cb == 0,
+                    "winograd_weights_oihw: W", shape_str(s), " must be [K, C, 3, 3] with K a multiple of kb=", kb,
+                    " and C of cb=", cb);
+  int64_t K = s[0], C = s[1];
+  Buffer blocked({K / kb, C / cb, 3, 3, cb, kb}, W.dtype());
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t rs = 0; rs < 9; ++rs)
+        blocked.set((((k / kb) * (C / cb) + c / cb) * 9 + rs) * cb * kb + (c % cb) * kb + k % kb,
+                    W.get((k * C + c) * 9 + rs));
+  return winograd_weights(blocked, tile);
+}
+
+Tensor conv2d_winograd_nchw(const Tensor& X, const Tensor& U, const Conv2dParams& p, const std::string& name) {
+  check_rank("conv2d_winograd_nchw", "X", X, 4);
+  check_rank("conv2d_winograd_nchw", "U", U, 6);
+  Tensor packed = nchw_to_nchwc(X, U.shape()[4], name + ".pack");
+  return nchwc_to_nchw(conv2d_winograd_nchwc(packed, U, p, name + ".nchwc"), name);
+}
+
 Tensor conv2d_winograd_nchwc(const Tensor& X, const Tensor& U, const Conv2dParams& p, const std::string& name) {
   check_rank("conv2d_winograd_nchwc", "X", X, 5);
   check_rank("conv2d_winograd_nchwc", "U", U, 6);

@@ -258,6 +258,26 @@ TEST(Ops, WinogradConv2dMatchesTheDirectSum) {
   EXPECT_THROW(ops::winograd_weights(ref::random({1, 1, 5, 5, 8, 8}, 1)), Error);
 }
 
+TEST(Ops, WinogradConv2dInNchwMatchesTheDirectSum) {
+  // The layout users give: packed into channel blocks first, unpacked last; the weights as
+  // users have them (OIHW), transformed and blocked once.
+  struct Case {
+    int64_t tile, C, K, H, W, pad;
+  };
+  for (Case c : {Case{4, 16, 32, 13, 11, 1}, Case{2, 32, 16, 10, 10, 0}}) {
+    SCOPED_TRACE("F(" + std::to_string(c.tile) + "), " + std::to_string(c.H) + "x" + std::to_string(c.W));
+    ops::Conv2dParams p{1, 1, c.pad, c.pad, 1, 1, 1};
+    Tensor X = placeholder({1, c.C, c.H, c.W}, float32, "X"), W = placeholder({c.K, c.C, 3, 3}, float32, "W");
+    int64_t a = c.tile + 2;
+    Tensor U = placeholder({a, a, c.K / 8, c.C / 8, 8, 8}, float32, "U");
+    Tensor wino = ops::conv2d_winograd_nchw(X, U, p);
+    Buffer x = ref::random(X.shape(), 1), w = ref::random(W.shape(), 2);
+    Buffer u = ops::winograd_weights_oihw(w, 8, 8, c.tile);
+    ref::expect_close(ref::run(ops::default_schedule({wino}), {X, U, wino}, {x, u})[0], ref::conv2d_nchw(x, w, p));
+  }
+  EXPECT_THROW(ops::winograd_weights_oihw(ref::random({16, 12, 3, 3}, 1), 8, 8), Error);  // 12 channels, blocks of 8
+}
+
 TEST(Ops, OneByOneNchwDefaultIsAGemmOverThePixels) {
   // The rows and columns run as one axis of pixels in vector lanes (whole vectors across
   // the ends of 12-column rows), blocks of output channels with a tail (20 is not a multiple

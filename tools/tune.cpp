@@ -138,6 +138,13 @@ int main(int argc, char** argv) {
       if (shape.empty()) usage_error("missing --shape for --op " + op);
       tasks.emplace_back(make_workload(op, parse_shape(shape), dtype), 1.0);
     }
+    // A 3x3 stride-1 convolution is also tuned by Winograd's algorithm; the deploy lookup
+    // builds whichever ran faster.
+    for (size_t i = 0, n = tasks.size(); i < n; ++i)
+      if (auto wino = winograd_companion(tasks[i].first, Target::parse(target_text))) {
+        std::fprintf(stderr, "tune: %s is also tuned as %s\n", tasks[i].first.key().c_str(), wino->key().c_str());
+        tasks.emplace_back(*wino, tasks[i].second);
+      }
     if (vm.count("print-best")) {
       if (log.empty()) usage_error("--print-best reads --log; give it");
       for (auto& [w, wt] : tasks) {

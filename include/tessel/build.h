@@ -111,6 +111,8 @@ class Module {
   double compile_seconds() const;  // lowering + LLVM optimisation + JIT, or + NVRTC / the OpenCL compiler
 
  private:
+  friend Module with_transformed_input(const Module&, int, const ArgSpec&, const std::string&,
+                                       std::function<void(const void*, Buffer&)>);
   std::shared_ptr<ModuleImpl> impl_;
 };
 

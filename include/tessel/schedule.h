@@ -41,6 +41,9 @@ struct LayoutRewrite {
   int dim = 0;
   int64_t block = 1;
   std::vector<int64_t> shape;
+  // Empty for a blocked copy; else what the prepared input is computed as ("winograd F(4x4, 3x3)",
+  // made by Module code, not by tessel_rewrite_layout).
+  std::string transform;
 };
 
 class Stage {

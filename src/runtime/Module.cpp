@@ -43,8 +43,10 @@ std::vector<void*> ModuleImpl::kernel_args(void* const* args, bool force) {
   for (auto& r : rewrites) {
     if (force || r.from != args[r.arg]) {
       const LayoutRewrite& l = r.layout;
-      tessel_rewrite_layout(args[r.arg], r.copy.raw(), int32_t(l.shape.size()), l.shape.data(), l.dim, l.block,
-                            r.copy.dtype().bytes());
+      if (r.transform) r.transform(args[r.arg], r.copy);
+      else
+        tessel_rewrite_layout(args[r.arg], r.copy.raw(), int32_t(l.shape.size()), l.shape.data(), l.dim, l.block,
+                              r.copy.dtype().bytes());
       r.from = args[r.arg];
       prepared = true;
     }
@@ -104,8 +106,21 @@ Module Module::instance() const {
   copy->func = impl_->func, copy->args = impl_->args, copy->target = impl_->target;
   copy->kernel = impl_->kernel, copy->seconds = impl_->seconds;
   for (const auto& r : impl_->rewrites)
-    copy->rewrites.push_back({r.arg, r.layout, Buffer(r.copy.shape(), r.copy.dtype()), nullptr});
+    copy->rewrites.push_back({r.arg, r.layout, Buffer(r.copy.shape(), r.copy.dtype()), nullptr, r.transform});
   return Module(copy);
+}
+
+Module with_transformed_input(const Module& kernel, int arg, const ArgSpec& caller, const std::string& what,
+                              std::function<void(const void*, Buffer&)> transform) {
+  auto impl = std::make_shared<ModuleImpl>();
+  const ArgSpec& own = kernel.args().at(size_t(arg));
+  impl->func = kernel.lowered(), impl->args = kernel.args(), impl->target = kernel.target();
+  impl->kernel = kernel.impl_->kernel, impl->seconds = kernel.compile_seconds();
+  TESSEL_INTERNAL_CHECK(kernel.impl_->rewrites.empty(), "with_transformed_input: the kernel rewrites layouts itself");
+  impl->args[size_t(arg)] = caller;
+  impl->rewrites.push_back({arg, LayoutRewrite{caller.name, own.name, 0, 1, caller.shape, what},
+                            Buffer(own.shape, own.dtype), nullptr, std::move(transform)});
+  return Module(impl);
 }
 const std::string& Module::name() const { return impl_->func.name; }
 const std::vector<ArgSpec>& Module::args() const { return impl_->args; }
@@ -124,6 +139,10 @@ double Module::compile_seconds() const { return impl_->seconds; }
 void Module::export_object(const std::string& path) const { impl_->kernel->write_object(path); }
 
 void Module::export_library(const std::string& so_path, const std::string& header_path) const {
+  for (auto& r : impl_->rewrites)
+    TESSEL_USER_CHECK(r.layout.transform.empty(), "export_library: kernel '", name(), "' reads '", r.layout.source,
+                      "' as ", r.layout.transform, ", which the library cannot prepare; export the kernel built "
+                      "from the transformed input's own record, or the direct convolution's");
   std::string obj = so_path + ".o", script = so_path + ".exports";
   export_object(obj);  // position-independent code
   {

@@ -1,5 +1,6 @@
 #pragma once
 // What build() hands the Module: the lowered program and the kernel built from it.
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -23,6 +24,8 @@ class ModuleImpl {
     LayoutRewrite layout;
     Buffer copy;
     const void* from = nullptr;
+    // Makes `copy` from the caller's data where layout.transform is set.
+    std::function<void(const void*, Buffer&)> transform;
   };
   std::vector<Rewrite> rewrites;
   std::mutex prepare_mutex;
@@ -31,5 +34,10 @@ class ModuleImpl {
   // made first where the caller passes a buffer they were not made from (or `force`).
   std::vector<void*> kernel_args(void* const* args, bool force = false);
 };
+
+// `kernel` taking, as argument `arg`, the caller's `caller` instead, from which `transform`
+// computes the kernel's (`what` names it) once per buffer, as a layout rewrite is prepared.
+Module with_transformed_input(const Module& kernel, int arg, const ArgSpec& caller, const std::string& what,
+                              std::function<void(const void*, Buffer&)> transform);
 
 }  // namespace tessel
