@@ -75,10 +75,11 @@ std::optional<Module> build_winograd(const std::string& log_path, const Workload
   const Tensor& W = w.args[1];
   ArgSpec caller{W.name(), W.shape(), W.dtype()};
   std::string what = "winograd F(" + std::to_string(m) + "x" + std::to_string(m) + ", 3x3)";
-  return with_transformed_input(kernel, 1, caller, what, [=](const void* src, Buffer& U) {
+  return with_transformed_input(kernel, 1, caller, what, [=, wino = *wino](const void* src, Buffer& U) {
     Buffer weights(caller.shape, caller.dtype);
     std::memcpy(weights.raw(), src, size_t(weights.bytes()));
-    Buffer u = ops::winograd_weights_oihw(weights, cb, kb, m);
+    Buffer u = wino.layout == "NHWC" ? ops::winograd_weights_hwio(weights, cb, kb, m)
+                                      : ops::winograd_weights_oihw(weights, cb, kb, m);
     std::memcpy(U.raw(), u.raw(), size_t(U.bytes()));
   });
 }

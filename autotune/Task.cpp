@@ -150,24 +150,30 @@ void make_conv2d_nchwc(Workload& w) {
   w.layout = "NCHW" + std::to_string(cb) + "c";
 }
 
-// conv2d (NCHW, 3x3, stride 1) by Winograd's F(m x m, 3x3): U is winograd_weights_oihw of the
-// weights. Its GFLOP/s count the direct sum's multiplications, as oneDNN's figures do.
-void make_conv2d_winograd(Workload& w) {
+// conv2d (NCHW, or NHWC: "conv2d_winograd_nhwc"; 3x3, stride 1) by Winograd's F(m x m, 3x3): U is
+// winograd_weights_oihw (or _hwio) of the weights. Its GFLOP/s count the direct sum's
+// multiplications, as oneDNN's figures do.
+void make_conv2d_winograd_in(Workload& w, bool nhwc) {
   int64_t C = get(w, "C"), K = get(w, "K"), cb = get(w, "cb"), kb = get(w, "kb"), m = get(w, "m");
   TESSEL_USER_CHECK(C % cb == 0 && K % kb == 0, "conv2d_winograd: C=", C, " and K=", K, " must be multiples of cb=",
                     cb, " and kb=", kb);
   TESSEL_USER_CHECK(m == 2 || m == 4, "conv2d_winograd: m (the output tile) is 2 or 4, not ", m);
   ops::Conv2dParams p;
   p.pad_h = p.pad_w = get(w, "pad");
-  Tensor X = placeholder({get(w, "N"), C, get(w, "H"), get(w, "W")}, w.dtype, "X");
+  Tensor X = nhwc ? placeholder({get(w, "N"), get(w, "H"), get(w, "W"), C}, w.dtype, "X")
+                  : placeholder({get(w, "N"), C, get(w, "H"), get(w, "W")}, w.dtype, "X");
   Tensor U = placeholder({m + 2, m + 2, K / kb, C / cb, cb, kb}, w.dtype, "U");
-  Tensor Y = ops::conv2d_winograd_nchw(X, U, p, "conv");
+  Tensor Y = nhwc ? ops::conv2d_winograd_nhwc(X, U, p, "conv") : ops::conv2d_winograd_nchw(X, U, p, "conv");
   w.args = {X, U, Y};
   w.outputs = {Y};
   w.constants = {"U"};
-  w.flops = 2.0 * double(Y.shape()[2]) * double(Y.shape()[3]) * double(K) * double(C) * 9 * double(get(w, "N"));
-  w.layout = "NCHW";
+  double outputs = 1;
+  for (int64_t d : Y.shape()) outputs *= double(d);
+  w.flops = 2.0 * outputs * double(C) * 9;
+  w.layout = nhwc ? "NHWC" : "NCHW";
 }
+void make_conv2d_winograd(Workload& w) { make_conv2d_winograd_in(w, false); }
+void make_conv2d_winograd_nhwc(Workload& w) { make_conv2d_winograd_in(w, true); }
 
 // NCHW ("depthwise_conv2d", weights [C*M, 1, R, S]) or NHWC ("depthwise_conv2d_nhwc",
 // weights [R, S, C, M]).
@@ -237,6 +243,9 @@ const std::vector<OpDef>& registry() {
       {"conv2d_winograd", "N, C, H, W, K; pad=1, m=4 (output tile, 2 or 4), cb=16, kb=16 (NCHW, 3x3, stride 1; "
        "U = winograd_weights_oihw(W, cb, kb, m))",
        {{"pad", 1}, {"m", 4}, {"cb", 16}, {"kb", 16}, {"N", 1}}, {"C", "H", "W", "K"}, make_conv2d_winograd},
+      {"conv2d_winograd_nhwc", "N, C, H, W, K; pad=1, m=4 (output tile, 2 or 4), cb=16, kb=16 (NHWC, 3x3, stride 1; "
+       "U = winograd_weights_hwio(W, cb, kb, m))",
+       {{"pad", 1}, {"m", 4}, {"cb", 16}, {"kb", 16}, {"N", 1}}, {"C", "H", "W", "K"}, make_conv2d_winograd_nhwc},
       {"depthwise_conv2d", "N, C, H, W, R, S; M=1 (multiplier), stride=1, pad=0, dilation=1",
        {{"M", 1}, {"stride", 1}, {"pad", 0}, {"dilation", 1}, {"N", 1}}, {"C", "H", "W", "R", "S"}, make_depthwise},
       {"depthwise_conv2d_nhwc", "N, C, H, W, R, S; M=1 (multiplier), stride=1, pad=0, dilation=1 (NHWC, weights RSCM)",
@@ -289,7 +298,7 @@ Workload make_workload(const std::string& op, const std::map<std::string, int64_
 std::optional<Workload> winograd_companion(const Workload& w, const Target& target) {
   auto at = [&](const char* k) { return w.shape.count(k) ? w.shape.at(k) : -1; };
   int64_t lanes = target.vector_bytes / w.dtype.bytes();
-  if (w.op != "conv2d" || target.is_gpu() || w.dtype != float32 || at("R") != 3 || at("S") != 3 || at("stride") != 1 ||
+  if ((w.op != "conv2d" && w.op != "conv2d_nhwc") || target.is_gpu() || w.dtype != float32 || at("R") != 3 || at("S") != 3 || at("stride") != 1 ||
       at("dilation") != 1 || at("groups") != 1 || at("bias_relu") != 0 || at("C") % lanes || at("K") % lanes)
     return std::nullopt;
   // As the graph compiler's pass: F(4x4) from 7x7 tiles of 4, F(2x2) from 7x7 tiles of 2; the
@@ -297,7 +306,7 @@ std::optional<Workload> winograd_companion(const Workload& w, const Target& targ
   int64_t OH = at("H") + 2 * at("pad") - 2, OW = at("W") + 2 * at("pad") - 2;
   int64_t m = (OH + 3) / 4 * ((OW + 3) / 4) >= 49 ? 4 : (OH + 1) / 2 * ((OW + 1) / 2) >= 49 ? 2 : 0;
   if (!m) return std::nullopt;
-  return make_workload("conv2d_winograd", {{"N", at("N")}, {"C", at("C")}, {"H", at("H")}, {"W", at("W")},
+  return make_workload(w.op == "conv2d" ? "conv2d_winograd" : "conv2d_winograd_nhwc", {{"N", at("N")}, {"C", at("C")}, {"H", at("H")}, {"W", at("W")},
                                            {"K", at("K")}, {"pad", at("pad")}, {"m", m}, {"cb", lanes},
                                            {"kb", lanes}}, w.dtype);
 }

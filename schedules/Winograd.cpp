@@ -87,19 +87,30 @@ Buffer winograd_weights(const Buffer& W, int64_t tile) {
   return U;
 }
 
-Buffer winograd_weights_oihw(const Buffer& W, int64_t cb, int64_t kb, int64_t tile) {
+namespace {
+// The weights as users have them (OIHW, or HWIO) transformed: blocked as NCHW[x]c's, then G g G^T.
+Buffer winograd_weights_of(const Buffer& W, bool hwio, int64_t cb, int64_t kb, int64_t tile) {
   const std::vector<int64_t>& s = W.shape();
-  TESSEL_USER_CHECK(s.size() == 4 && s[2] == 3 && s[3] == 3 && cb > 0 && kb > 0 && s[0] % kb == 0 && s[1] % cb == 0,
-                    "winograd_weights_oihw: W", shape_str(s), " must be [K, C, 3, 3] with K a multiple of kb=", kb,
-                    " and C of cb=", cb);
-  int64_t K = s[0], C = s[1];
+  int64_t K = hwio ? s.back() : s[0], C = hwio ? s[2] : s[1];
+  bool three = s.size() == 4 && s[hwio ? 0 : 2] == 3 && s[hwio ? 1 : 3] == 3;
+  TESSEL_USER_CHECK(three && cb > 0 && kb > 0 && K % kb == 0 && C % cb == 0, "winograd_weights_", hwio ? "hwio" : "oihw",
+                    ": W", shape_str(s), " must be ", hwio ? "[3, 3, C, K]" : "[K, C, 3, 3]",
+                    " with K a multiple of kb=", kb, " and C of cb=", cb);
   Buffer blocked({K / kb, C / cb, 3, 3, cb, kb}, W.dtype());
   for (int64_t k = 0; k < K; ++k)
     for (int64_t c = 0; c < C; ++c)
       for (int64_t rs = 0; rs < 9; ++rs)
         blocked.set((((k / kb) * (C / cb) + c / cb) * 9 + rs) * cb * kb + (c % cb) * kb + k % kb,
-                    W.get((k * C + c) * 9 + rs));
+                    W.get(hwio ? (rs * C + c) * K + k : (k * C + c) * 9 + rs));
   return winograd_weights(blocked, tile);
+}
+}  // namespace
+
+Buffer winograd_weights_oihw(const Buffer& W, int64_t cb, int64_t kb, int64_t tile) {
+  return winograd_weights_of(W, false, cb, kb, tile);
+}
+Buffer winograd_weights_hwio(const Buffer& W, int64_t cb, int64_t kb, int64_t tile) {
+  return winograd_weights_of(W, true, cb, kb, tile);
 }
 
 Tensor conv2d_winograd_nchw(const Tensor& X, const Tensor& U, const Conv2dParams& p, const std::string& name) {
@@ -107,6 +118,22 @@ Tensor conv2d_winograd_nchw(const Tensor& X, const Tensor& U, const Conv2dParams
   check_rank("conv2d_winograd_nchw", "U", U, 6);
   Tensor packed = nchw_to_nchwc(X, U.shape()[4], name + ".pack");
   return nchwc_to_nchw(conv2d_winograd_nchwc(packed, U, p, name + ".nchwc"), name);
+}
+
+Tensor conv2d_winograd_nhwc(const Tensor& X, const Tensor& U, const Conv2dParams& p, const std::string& name) {
+  check_rank("conv2d_winograd_nhwc", "X", X, 4);
+  check_rank("conv2d_winograd_nhwc", "U", U, 6);
+  const std::vector<int64_t>& s = X.shape();
+  int cb = int(U.shape()[4]);
+  TESSEL_USER_CHECK(s[3] % cb == 0, "conv2d_winograd_nhwc: C=", s[3], " must be a multiple of U's block ", cb);
+  Tensor packed = compute({s[0], s[3] / cb, s[1], s[2], cb},
+                          [&](Var n, Var c, Var h, Var w, Var b) { return X(n, h, w, c * cb + b); }, name + ".pack",
+                          "layout");
+  Tensor y = conv2d_winograd_nchwc(packed, U, p, name + ".nchwc");
+  const std::vector<int64_t>& ys = y.shape();
+  int kb = int(ys[4]);
+  return compute({ys[0], ys[2], ys[3], ys[1] * ys[4]},
+                 [&](Var n, Var h, Var w, Var k) { return y(n, k / kb, h, w, k % kb); }, name, "layout");
 }
 
 Tensor conv2d_winograd_nchwc(const Tensor& X, const Tensor& U, const Conv2dParams& p, const std::string& name) {

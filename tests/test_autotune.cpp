@@ -114,6 +114,7 @@ INSTANTIATE_TEST_SUITE_P(Autotune, Space,
                                            SpaceCase{"conv2d", "C=8,H=9,W=9,K=16,R=3,S=3,pad=1,bias_relu=1", 2, 16},
                                            SpaceCase{"conv2d_nchwc", "C=16,H=7,W=7,K=32,R=3,S=3,pad=1", 3, 16},
                                            SpaceCase{"conv2d_winograd", "C=16,H=10,W=10,K=16,m=2,cb=8,kb=8", 1, 12},
+                                           SpaceCase{"conv2d_winograd_nhwc", "C=16,H=9,W=9,K=16,m=4,cb=8,kb=8", 1, 12},
                                            SpaceCase{"conv2d_nhwc", "C=8,H=9,W=9,K=24,R=3,S=3,pad=1,stride=2", 3, 16},
                                            SpaceCase{"depthwise_conv2d", "C=24,H=9,W=9,R=3,S=3,pad=1,stride=2", 3, 16},
                                            SpaceCase{"depthwise_conv2d_nhwc", "C=24,H=9,W=9,R=3,S=3,pad=1", 3, 16},
@@ -824,41 +825,45 @@ TEST(Autotune, RecordWithALayoutRewriteRebuildsFromTheUsersWeights) {
 }
 
 TEST(Autotune, AThreeByThreeConvolutionDeploysByWinogradWhereItsRecordIsFaster) {
-  // tune also tunes a 3x3 stride-1 NCHW convolution by Winograd's algorithm (its companion
-  // workload); build_best builds whichever record is faster, by Winograd as a Module that takes
-  // the caller's OIHW weights and transforms them once.
-  Workload w = make_workload("conv2d", parse_shape("C=16,H=14,W=14,K=32,R=3,S=3,pad=1"));
-  std::optional<Workload> wino = winograd_companion(w);
-  ASSERT_TRUE(wino.has_value());
-  EXPECT_EQ(wino->shape.at("m"), 2);  // 7x7 tiles of 2; F(4x4) from 28x28
-  EXPECT_EQ(winograd_companion(make_workload("conv2d", parse_shape("C=16,H=28,W=28,K=32,R=3,S=3,pad=1")))->shape.at("m"),
-            4);
+  // tune also tunes a 3x3 stride-1 convolution in NCHW or NHWC by Winograd's algorithm (its
+  // companion workload); build_best builds whichever record is faster, by Winograd as a Module
+  // that takes the caller's weights (OIHW, HWIO) and transforms them once.
+  auto m_of = [](const char* shape) { return winograd_companion(make_workload("conv2d", parse_shape(shape))); };
+  EXPECT_EQ(m_of("C=16,H=28,W=28,K=32,R=3,S=3,pad=1")->shape.at("m"), 4);  // F(4x4) from 28x28
   for (const char* none : {"C=16,H=14,W=14,K=32,R=3,S=3,pad=1,stride=2", "C=16,H=7,W=7,K=32,R=3,S=3,pad=1",
                            "C=16,H=14,W=14,K=32,R=1,S=1", "C=12,H=14,W=14,K=32,R=3,S=3,pad=1"})
-    EXPECT_FALSE(winograd_companion(make_workload("conv2d", parse_shape(none))).has_value()) << none;
-  std::vector<Buffer> inputs{ref::random(w.args[0].shape(), 1), ref::random(w.args[1].shape(), 2)};
-  Buffer want = ref::run(ops::default_schedule(w.outputs), w.args, inputs)[0];
-  for (double wino_seconds : {1e-6, 1.0}) {
-    std::string path = tmp("winograd.json");
-    {
-      LogWriter out(path);
-      Record direct = make_record(w, Target::host()), by_wino = make_record(*wino, Target::host());
-      direct.steps = autotune::default_schedule(w).steps(), direct.costs = {1e-3};
-      by_wino.steps = autotune::default_schedule(*wino).steps(), by_wino.costs = {wino_seconds};
-      out.append(direct);
-      out.append(by_wino);
+    EXPECT_FALSE(m_of(none).has_value()) << none;
+  for (const char* op : {"conv2d", "conv2d_nhwc"}) {
+    SCOPED_TRACE(op);
+    Workload w = make_workload(op, parse_shape("C=16,H=14,W=14,K=32,R=3,S=3,pad=1"));
+    std::optional<Workload> wino = winograd_companion(w);
+    ASSERT_TRUE(wino.has_value());
+    EXPECT_EQ(wino->op, std::string(op) == "conv2d" ? "conv2d_winograd" : "conv2d_winograd_nhwc");
+    EXPECT_EQ(wino->shape.at("m"), 2);  // 7x7 tiles of 2
+    std::vector<Buffer> inputs{ref::random(w.args[0].shape(), 1), ref::random(w.args[1].shape(), 2)};
+    Buffer want = ref::run(ops::default_schedule(w.outputs), w.args, inputs)[0];
+    for (double wino_seconds : {1e-6, 1.0}) {
+      std::string path = tmp("winograd.json");
+      {
+        LogWriter out(path);
+        Record direct = make_record(w, Target::host()), by_wino = make_record(*wino, Target::host());
+        direct.steps = autotune::default_schedule(w).steps(), direct.costs = {1e-3};
+        by_wino.steps = autotune::default_schedule(*wino).steps(), by_wino.costs = {wino_seconds};
+        out.append(direct);
+        out.append(by_wino);
+      }
+      bool found = false;
+      Module m = build_best(path, w, Target::host(), &found);
+      EXPECT_TRUE(found);
+      bool transformed = !m.layout_rewrites().empty() && m.layout_rewrites()[0].transform == "winograd F(2x2, 3x3)";
+      EXPECT_EQ(transformed, wino_seconds < 1e-3);
+      EXPECT_EQ(m.args()[1].shape, w.args[1].shape());  // the user's layout
+      Buffer y(w.args.back().shape(), float32);
+      m({inputs[0], inputs[1], y});
+      EXPECT_LE(max_relative_error(y, want), 1e-4);
+      if (transformed)
+        ref::expect_error([&] { m.export_library(tmp("wino.so"), tmp("wino.h")); }, {"winograd F(2x2, 3x3)"});
     }
-    bool found = false;
-    Module m = build_best(path, w, Target::host(), &found);
-    EXPECT_TRUE(found);
-    bool transformed = !m.layout_rewrites().empty() && m.layout_rewrites()[0].transform == "winograd F(2x2, 3x3)";
-    EXPECT_EQ(transformed, wino_seconds < 1e-3);
-    EXPECT_EQ(m.args()[1].shape, w.args[1].shape());  // the user's layout
-    Buffer y(w.args.back().shape(), float32);
-    m({inputs[0], inputs[1], y});
-    EXPECT_LE(max_relative_error(y, want), 1e-4);
-    if (transformed)
-      ref::expect_error([&] { m.export_library(tmp("wino.so"), tmp("wino.h")); }, {"winograd F(2x2, 3x3)"});
   }
 }
 

@@ -258,9 +258,9 @@ TEST(Ops, WinogradConv2dMatchesTheDirectSum) {
   EXPECT_THROW(ops::winograd_weights(ref::random({1, 1, 5, 5, 8, 8}, 1)), Error);
 }
 
-TEST(Ops, WinogradConv2dInNchwMatchesTheDirectSum) {
-  // The layout users give: packed into channel blocks first, unpacked last; the weights as
-  // users have them (OIHW), transformed and blocked once.
+TEST(Ops, WinogradConv2dInNchwAndNhwcMatchesTheDirectSum) {
+  // The layouts users give: packed into channel blocks first, unpacked last; the weights as
+  // users have them (OIHW, HWIO), transformed and blocked once.
   struct Case {
     int64_t tile, C, K, H, W, pad;
   };
@@ -273,7 +273,13 @@ TEST(Ops, WinogradConv2dInNchwMatchesTheDirectSum) {
     Tensor wino = ops::conv2d_winograd_nchw(X, U, p);
     Buffer x = ref::random(X.shape(), 1), w = ref::random(W.shape(), 2);
     Buffer u = ops::winograd_weights_oihw(w, 8, 8, c.tile);
-    ref::expect_close(ref::run(ops::default_schedule({wino}), {X, U, wino}, {x, u})[0], ref::conv2d_nchw(x, w, p));
+    Buffer want = ref::conv2d_nchw(x, w, p);
+    ref::expect_close(ref::run(ops::default_schedule({wino}), {X, U, wino}, {x, u})[0], want);
+    Tensor Xh = placeholder({1, c.H, c.W, c.C}, float32, "X");
+    Tensor nhwc = ops::conv2d_winograd_nhwc(Xh, U, p);
+    Buffer uh = ops::winograd_weights_hwio(ref::permute(w, {2, 3, 1, 0}), 8, 8, c.tile);
+    ref::expect_close(ref::run(ops::default_schedule({nhwc}), {Xh, U, nhwc}, {ref::permute(x, {0, 2, 3, 1}), uh})[0],
+                      ref::permute(want, {0, 2, 3, 1}));
   }
   EXPECT_THROW(ops::winograd_weights_oihw(ref::random({16, 12, 3, 3}, 1), 8, 8), Error);  // 12 channels, blocks of 8
 }

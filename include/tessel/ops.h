@@ -62,10 +62,15 @@ Tensor conv2d_winograd_nchwc(const Tensor& X, const Tensor& U, const Conv2dParam
 // output unpacked from NCHW[kb]c last; C and K must be multiples of cb and kb.
 Tensor conv2d_winograd_nchw(const Tensor& X, const Tensor& U, const Conv2dParams& p = {},
                             const std::string& name = "conv");
+// And in NHWC: X [N, H, W, C], U = winograd_weights_hwio(W, cb, kb, m) -> [N, OH, OW, K].
+Tensor conv2d_winograd_nhwc(const Tensor& X, const Tensor& U, const Conv2dParams& p = {},
+                            const std::string& name = "conv");
 // W [K/kb, C/cb, 3, 3, cb, kb] -> U [m + 2, m + 2, K/kb, C/cb, cb, kb] (G g G^T, in double precision).
 Buffer winograd_weights(const Buffer& W, int64_t tile = 4);
-// W [K, C, 3, 3] (OIHW) -> the same U, blocked by cb input and kb output channels.
+// W [K, C, 3, 3] (OIHW) or [3, 3, C, K] (HWIO) -> the same U, blocked by cb input and kb output
+// channels.
 Buffer winograd_weights_oihw(const Buffer& W, int64_t cb, int64_t kb, int64_t tile = 4);
+Buffer winograd_weights_hwio(const Buffer& W, int64_t cb, int64_t kb, int64_t tile = 4);
 bool winograd_applies(const std::vector<int64_t>& weights, const Conv2dParams& p);
 // X [N, C, H, W], W [C*m, 1, R, S] (channel multiplier m) -> [N, C*m, OH, OW].
 Tensor depthwise_conv2d_nchw(const Tensor& X, const Tensor& W, const Conv2dParams& p = {},
