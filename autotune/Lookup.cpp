@@ -2,8 +2,8 @@
 // built from it, and log maintenance (merge, keep the best).
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <tuple>
 
@@ -61,8 +61,8 @@ std::optional<Module> build_winograd(const std::string& log_path, const Workload
   std::optional<Workload> wino = winograd_companion(w, target);
   if (!wino) return std::nullopt;
   std::optional<BestSchedule> best = best_schedule(log_path, *wino, target, /*stand_in=*/true);
-  if (!best || best->estimate || (direct && (direct->target_key != best->target_key || direct->seconds <= best->seconds)))
-    return std::nullopt;
+  if (!best || best->estimate) return std::nullopt;
+  if (direct && (direct->target_key != best->target_key || direct->seconds <= best->seconds)) return std::nullopt;
   Module kernel;
   try {
     kernel = build(Schedule::replay(wino->outputs, best->steps), wino->args, {.name = w.op, .target = target});

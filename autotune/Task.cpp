@@ -298,7 +298,8 @@ Workload make_workload(const std::string& op, const std::map<std::string, int64_
 std::optional<Workload> winograd_companion(const Workload& w, const Target& target) {
   auto at = [&](const char* k) { return w.shape.count(k) ? w.shape.at(k) : -1; };
   int64_t lanes = target.vector_bytes / w.dtype.bytes();
-  if ((w.op != "conv2d" && w.op != "conv2d_nhwc") || target.is_gpu() || w.dtype != float32 || at("R") != 3 || at("S") != 3 || at("stride") != 1 ||
+  bool conv = w.op == "conv2d" || w.op == "conv2d_nhwc";
+  if (!conv || target.is_gpu() || w.dtype != float32 || at("R") != 3 || at("S") != 3 || at("stride") != 1 ||
       at("dilation") != 1 || at("groups") != 1 || at("bias_relu") != 0 || at("C") % lanes || at("K") % lanes)
     return std::nullopt;
   // As the graph compiler's pass: F(4x4) from 7x7 tiles of 4, F(2x2) from 7x7 tiles of 2; the
@@ -306,9 +307,10 @@ std::optional<Workload> winograd_companion(const Workload& w, const Target& targ
   int64_t OH = at("H") + 2 * at("pad") - 2, OW = at("W") + 2 * at("pad") - 2;
   int64_t m = (OH + 3) / 4 * ((OW + 3) / 4) >= 49 ? 4 : (OH + 1) / 2 * ((OW + 1) / 2) >= 49 ? 2 : 0;
   if (!m) return std::nullopt;
-  return make_workload(w.op == "conv2d" ? "conv2d_winograd" : "conv2d_winograd_nhwc", {{"N", at("N")}, {"C", at("C")}, {"H", at("H")}, {"W", at("W")},
-                                           {"K", at("K")}, {"pad", at("pad")}, {"m", m}, {"cb", lanes},
-                                           {"kb", lanes}}, w.dtype);
+  return make_workload(w.op == "conv2d" ? "conv2d_winograd" : "conv2d_winograd_nhwc",
+                       {{"N", at("N")}, {"C", at("C")}, {"H", at("H")}, {"W", at("W")}, {"K", at("K")},
+                        {"pad", at("pad")}, {"m", m}, {"cb", lanes}, {"kb", lanes}},
+                       w.dtype);
 }
 
 Workload custom_workload(const std::string& name, const std::vector<Tensor>& inputs,

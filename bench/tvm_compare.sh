@@ -29,8 +29,10 @@ start=$(date +%s%N)
 out=$(build/tune --op conv2d --shape "C=$C,H=$H,W=$H,K=$K,R=$R,S=$R,stride=$stride,pad=$pad" --trials "$trials" \
   --log "$log" 2>&1)
 tessel_s=$(python3 -c "print(($(date +%s%N) - $start) / 1e9)")
-# The summary row: task, shape, best GF/s, default GF/s, ...
-tessel_gflops=$(echo "$out" | awk '$1 == "conv2d" && $3 ~ /^[0-9.]+$/ {print $3}' | tail -1)
+# The summary rows: task, shape, best GF/s, default GF/s, ... A 3x3 stride-1 layer is tuned by
+# Winograd's algorithm too (its row counts the direct sum's flops); a deployment builds the faster.
+tessel_gflops=$(echo "$out" | awk '($1 == "conv2d" || $1 == "conv2d_winograd") && $3 ~ /^[0-9.]+$/ {
+  if ($3 > best) best = $3 } END { print best }')
 rm -f "$log"
 printf '{"bench": "tvm_compare", "impl": "tessel", "trials": %d, "gflops": %s, "tune_s": %.1f}\n' \
   "$trials" "$tessel_gflops" "$tessel_s"

@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   std::string how = "direct";
   for (const LayoutRewrite& rw : tuned.layout_rewrites())
     if (!rw.transform.empty()) how = rw.transform + " (its weights transformed once, not timed)";
-  std::printf("\nbest direct schedule in the log, as C++:\n%s\n", Schedule::replay(w.outputs, r.best_steps).to_cpp().c_str());
+  std::printf("\nbest direct schedule in the log, as C++:\n%s\n",
+              Schedule::replay(w.outputs, r.best_steps).to_cpp().c_str());
   std::printf("rebuilt from the log: %s\n", how.c_str());
   std::printf("default schedule: %7.1f GFLOP/s\n", w.flops / sd / 1e9);
   std::printf("tuned (from log): %7.1f GFLOP/s  -> speed-up %.2fx over the default schedule (%d trials, %d errors)\n",

@@ -93,8 +93,8 @@ Buffer winograd_weights_of(const Buffer& W, bool hwio, int64_t cb, int64_t kb, i
   const std::vector<int64_t>& s = W.shape();
   int64_t K = hwio ? s.back() : s[0], C = hwio ? s[2] : s[1];
   bool three = s.size() == 4 && s[hwio ? 0 : 2] == 3 && s[hwio ? 1 : 3] == 3;
-  TESSEL_USER_CHECK(three && cb > 0 && kb > 0 && K % kb == 0 && C % cb == 0, "winograd_weights_", hwio ? "hwio" : "oihw",
-                    ": W", shape_str(s), " must be ", hwio ? "[3, 3, C, K]" : "[K, C, 3, 3]",
+  TESSEL_USER_CHECK(three && cb > 0 && kb > 0 && K % kb == 0 && C % cb == 0, "winograd_weights_",
+                    hwio ? "hwio" : "oihw", ": W", shape_str(s), " must be ", hwio ? "[3, 3, C, K]" : "[K, C, 3, 3]",
                     " with K a multiple of kb=", kb, " and C of cb=", cb);
   Buffer blocked({K / kb, C / cb, 3, 3, cb, kb}, W.dtype());
   for (int64_t k = 0; k < K; ++k)

@@ -43,8 +43,9 @@ Workload make_workload(const std::string& op, const std::map<std::string, int64_
 std::vector<std::pair<std::string, std::string>> list_ops();
 // The same convolution (conv2d or conv2d_nhwc) by Winograd's F(m x m, 3x3) ("conv2d_winograd" or
 // "conv2d_winograd_nhwc", its weights transformed), where it applies on `target`: 3x3, stride 1,
-// channels in whole vectors, images of 14x14 and larger. `tune` tunes it beside the convolution; build_best builds it where its
-// record is faster, as a Module that takes the caller's weights and transforms them once.
+// channels in whole vectors, images of 14x14 and larger. `tune` tunes it beside the convolution;
+// build_best builds it where its record is faster, as a Module that takes the caller's weights
+// and transforms them once.
 std::optional<Workload> winograd_companion(const Workload& w, const Target& target = Target::host());
 // A user's own computation; flops is used for GFLOP/s reporting (0 = report time only).
 Workload custom_workload(const std::string& name, const std::vector<Tensor>& inputs,

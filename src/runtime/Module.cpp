@@ -122,6 +122,7 @@ Module with_transformed_input(const Module& kernel, int arg, const ArgSpec& call
                             Buffer(own.shape, own.dtype), nullptr, std::move(transform)});
   return Module(impl);
 }
+
 const std::string& Module::name() const { return impl_->func.name; }
 const std::vector<ArgSpec>& Module::args() const { return impl_->args; }
 const LoweredFunc& Module::lowered() const { return impl_->func; }
