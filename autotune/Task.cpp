@@ -302,10 +302,7 @@ std::optional<Workload> winograd_companion(const Workload& w, const Target& targ
   if (!conv || target.is_gpu() || w.dtype != float32 || at("R") != 3 || at("S") != 3 || at("stride") != 1 ||
       at("dilation") != 1 || at("groups") != 1 || at("bias_relu") != 0 || at("C") % lanes || at("K") % lanes)
     return std::nullopt;
-  // As the graph compiler's pass: F(4x4) from 7x7 tiles of 4, F(2x2) from 7x7 tiles of 2; the
-  // transformed weights are (m + 2)^2 / 9 times the direct ones, read once per tile.
-  int64_t OH = at("H") + 2 * at("pad") - 2, OW = at("W") + 2 * at("pad") - 2;
-  int64_t m = (OH + 3) / 4 * ((OW + 3) / 4) >= 49 ? 4 : (OH + 1) / 2 * ((OW + 1) / 2) >= 49 ? 2 : 0;
+  int64_t m = ops::winograd_tile(at("H") + 2 * at("pad") - 2, at("W") + 2 * at("pad") - 2);
   if (!m) return std::nullopt;
   return make_workload(w.op == "conv2d" ? "conv2d_winograd" : "conv2d_winograd_nhwc",
                        {{"N", at("N")}, {"C", at("C")}, {"H", at("H")}, {"W", at("W")}, {"K", at("K")},

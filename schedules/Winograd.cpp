@@ -55,6 +55,11 @@ Expr apply_rows(const Matrix& m, Expr i, const std::function<Expr(int)>& term, D
 
 }  // namespace
 
+int64_t winograd_tile(int64_t OH, int64_t OW) {
+  auto tiles = [&](int64_t m) { return ((OH + m - 1) / m) * ((OW + m - 1) / m); };
+  return tiles(4) >= 49 ? 4 : tiles(2) >= 49 ? 2 : 0;
+}
+
 bool winograd_applies(const std::vector<int64_t>& weights, const Conv2dParams& p) {
   return weights.size() == 6 && weights[2] == 3 && weights[3] == 3 && p.stride_h == 1 && p.stride_w == 1 &&
          p.dilation_h == 1 && p.dilation_w == 1 && p.groups == 1;
@@ -96,12 +101,9 @@ Buffer winograd_weights_of(const Buffer& W, bool hwio, int64_t cb, int64_t kb, i
   TESSEL_USER_CHECK(three && cb > 0 && kb > 0 && K % kb == 0 && C % cb == 0, "winograd_weights_",
                     hwio ? "hwio" : "oihw", ": W", shape_str(s), " must be ", hwio ? "[3, 3, C, K]" : "[K, C, 3, 3]",
                     " with K a multiple of kb=", kb, " and C of cb=", cb);
-  Buffer blocked({K / kb, C / cb, 3, 3, cb, kb}, W.dtype());
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t rs = 0; rs < 9; ++rs)
-        blocked.set((((k / kb) * (C / cb) + c / cb) * 9 + rs) * cb * kb + (c % cb) * kb + k % kb,
-                    W.get(hwio ? (rs * C + c) * K + k : (k * C + c) * 9 + rs));
+  // -> [K/kb, C/cb, 3, 3, cb, kb], from [3, 3, C/cb, cb, K/kb, kb] or [K/kb, kb, C/cb, cb, 3, 3]
+  Buffer blocked = hwio ? transposed(W, {3, 3, C / cb, cb, K / kb, kb}, {4, 2, 0, 1, 3, 5})
+                        : transposed(W, {K / kb, kb, C / cb, cb, 3, 3}, {0, 2, 4, 5, 3, 1});
   return winograd_weights(blocked, tile);
 }
 }  // namespace

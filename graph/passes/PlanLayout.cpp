@@ -26,23 +26,6 @@ std::vector<int64_t> permuted(const std::vector<int64_t>& s, const std::vector<i
   return out;
 }
 
-// `b` seen as `shape` (the same elements in the same order), its axes permuted.
-Buffer transpose(const Buffer& b, const std::vector<int64_t>& shape_in, const std::vector<int64_t>& perm) {
-  std::vector<int64_t> s = shape_in, shape = permuted(s, perm), stride(s.size(), 1);
-  for (size_t d = s.size() - 1; d-- > 0;) stride[d] = stride[d + 1] * s[d + 1];
-  Buffer out(shape, b.dtype());
-  std::vector<int64_t> idx(shape.size(), 0);
-  for (int64_t k = 0; k < out.size(); ++k) {
-    int64_t from = 0;
-    for (size_t d = 0; d < shape.size(); ++d) from += idx[d] * stride[size_t(perm[d])];
-    out.set(k, b.get(from));
-    for (size_t d = shape.size(); d-- > 0;)
-      if (++idx[d] < shape[d]) break;
-      else idx[d] = 0;
-  }
-  return out;
-}
-
 struct Planner {
   Graph& g;
   LayoutPlan layout;
@@ -116,8 +99,8 @@ struct Planner {
     if (nhwc()) {
       if (groups > 1 && !depthwise) return false;
       c.op = "tessel.ConvNhwc";
-      moved = transpose(w, ws, {2, 3, 1, 0});  // KCRS -> RSCK; depthwise [C*m, 1, R, S] -> [R, S, 1, C*m]
-      if (depthwise) moved = transpose(moved, {ws[2], ws[3], C, K / C}, {0, 1, 2, 3});  // as [R, S, C, m]
+      moved = transposed(w, ws, {2, 3, 1, 0});  // KCRS -> RSCK; depthwise [C*m, 1, R, S] -> [R, S, 1, C*m]
+      if (depthwise) moved = transposed(moved, {ws[2], ws[3], C, K / C}, {0, 1, 2, 3});  // as [R, S, C, m]
     } else {
       // The output in whole vectors of channels; the input in blocks of them, or in blocks of
       // one channel (the 3 channels of an image: NCHW itself).
@@ -125,7 +108,7 @@ struct Planner {
       c.op = "tessel.ConvNchwc";
       int64_t cb = block(C), kb = lanes;
       // [K/kb, kb, C/cb, cb, R, S] -> [K/kb, C/cb, R, S, cb, kb]
-      moved = transpose(w, {K / kb, kb, C / cb, cb, ws[2], ws[3]}, {0, 2, 4, 5, 3, 1});
+      moved = transposed(w, {K / kb, kb, C / cb, cb, ws[2], ws[3]}, {0, 2, 4, 5, 3, 1});
     }
     c.inputs[0] = twin(n.inputs[0], n.opset);
     c.inputs[1] = add_value(g.values[size_t(n.inputs[1])].name + suffix(), w.dtype(), moved.shape(), moved);

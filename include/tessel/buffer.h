@@ -41,6 +41,10 @@ class Buffer {
   std::shared_ptr<uint8_t> storage_;
 };
 
+// `b` seen as `shape` (the same elements in the same order), its axes permuted: axis d of the
+// result is axis perm[d] of `shape` (weights blocked or moved between layouts once).
+Buffer transposed(const Buffer& b, const std::vector<int64_t>& shape, const std::vector<int64_t>& perm);
+
 // Largest |a - b| relative to max(1, |b|), element by element; throws if shapes differ.
 double max_relative_error(const Buffer& a, const Buffer& b);
 

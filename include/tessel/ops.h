@@ -72,6 +72,11 @@ Buffer winograd_weights(const Buffer& W, int64_t tile = 4);
 Buffer winograd_weights_oihw(const Buffer& W, int64_t cb, int64_t kb, int64_t tile = 4);
 Buffer winograd_weights_hwio(const Buffer& W, int64_t cb, int64_t kb, int64_t tile = 4);
 bool winograd_applies(const std::vector<int64_t>& weights, const Conv2dParams& p);
+// The output tile worth using on an OH x OW output: 4 from 7x7 tiles of 4 (28x28), 2 from 7x7
+// tiles of 2 (14x14), else 0. The transformed weights are (m + 2)^2 / 9 times the direct ones and
+// each is read once per tile, so they pay off only over enough tiles (ResNet-50's 512-channel
+// 7x7 layers would stream 16.8 MB of them).
+int64_t winograd_tile(int64_t OH, int64_t OW);
 // X [N, C, H, W], W [C*m, 1, R, S] (channel multiplier m) -> [N, C*m, OH, OW].
 Tensor depthwise_conv2d_nchw(const Tensor& X, const Tensor& W, const Conv2dParams& p = {},
                              const std::string& name = "dwconv");

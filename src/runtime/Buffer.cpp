@@ -151,6 +151,23 @@ std::string Buffer::describe() const {
   return s + "]";
 }
 
+Buffer transposed(const Buffer& b, const std::vector<int64_t>& shape, const std::vector<int64_t>& perm) {
+  std::vector<int64_t> out_shape, stride(shape.size(), 1);
+  for (int64_t p : perm) out_shape.push_back(shape[size_t(p)]);
+  for (size_t d = shape.size() - 1; d-- > 0;) stride[d] = stride[d + 1] * shape[d + 1];
+  Buffer out(out_shape, b.dtype());
+  std::vector<int64_t> idx(out_shape.size(), 0);
+  for (int64_t k = 0; k < out.size(); ++k) {
+    int64_t from = 0;
+    for (size_t d = 0; d < out_shape.size(); ++d) from += idx[d] * stride[size_t(perm[d])];
+    out.set(k, b.get(from));
+    for (size_t d = out_shape.size(); d-- > 0;)
+      if (++idx[d] < out_shape[d]) break;
+      else idx[d] = 0;
+  }
+  return out;
+}
+
 double max_relative_error(const Buffer& a, const Buffer& b) {
   TESSEL_USER_CHECK(a.shape() == b.shape(), "max_relative_error: shapes differ: ", a.describe(), " vs ", b.describe());
   return max_relative_difference(a.size(), [&](int64_t i) { return a.get(i); }, [&](int64_t i) { return b.get(i); });
