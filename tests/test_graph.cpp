@@ -228,7 +228,7 @@ TEST(Graph, FoldBatchNormScalesTheConvolutionBeforeIt) {
   EXPECT_LT(max_relative_error(compile(before).run({in})[0], want), 1e-5);
 }
 
-TEST(Graph, FusePatternsFindsLayerNormAndSoftmaxAsExportersWriteThem) {
+TEST(Graph, FusePatternsFindsLayerNormSoftmaxAndGeluAsExportersWriteThem) {
   OnnxBuilder b;
   std::string x = b.input("x", float32, {1, 8, 32});
   auto mean = [&](const std::string& t) { return b.node("ReduceMean", {t}, {{"axes", {-1}}}); };
@@ -239,13 +239,22 @@ TEST(Graph, FusePatternsFindsLayerNormAndSoftmaxAsExportersWriteThem) {
     x = b.node("Add", {b.node("Mul", {y, b.random("gamma", {32}, 1.0, true)}), b.random("beta", {32}, 0.2)});
   }
   std::string e = b.node("Exp", {b.node("Sub", {x, b.node("ReduceMax", {x}, {{"axes", {-1}}})})});
-  b.output(b.node("Div", {e, b.node("ReduceSum", {e, b.ints("axes", {-1})})}));
+  x = b.node("Div", {e, b.node("ReduceSum", {e, b.ints("axes", {-1})})});
+  // GELU: x (erf(x / sqrt(2)) + 1) 0.5, its factors in three orders, the division as a product.
+  for (int order = 0; order < 3; ++order) {
+    std::string s = order == 2 ? b.node("Mul", {x, b.scalar("c", M_SQRT1_2)}) : b.node("Div", {x, b.scalar("c", M_SQRT2)});
+    std::string one = b.node("Add", {b.scalar("c", 1), b.node("Erf", {s})}), half = b.scalar("c", 0.5);
+    x = order == 0 ? b.node("Mul", {b.node("Mul", {x, one}), half})
+      : order == 1 ? b.node("Mul", {x, b.node("Mul", {one, half})})
+                   : b.node("Mul", {b.node("Mul", {half, x}), one});
+  }
+  b.output(b.node("Mul", {x, b.node("Add", {b.node("Erf", {b.node("Div", {x, b.scalar("c", 2)})}), b.scalar("c", 1)})}));
   Graph before = b.graph(), after = fuse_patterns(before);
   std::printf("before:\n%safter:\n%s", before.str().c_str(), after.str().c_str());
-  ASSERT_EQ(after.nodes.size(), 3u);
-  EXPECT_EQ(after.nodes[0].op, "LayerNormalization");
-  EXPECT_EQ(after.nodes[1].op, "LayerNormalization");
-  EXPECT_EQ(after.nodes[2].op, "Softmax");
+  std::vector<std::string> ops;
+  for (const Node& n : after.nodes) ops.push_back(n.op);
+  EXPECT_EQ(ops, (std::vector<std::string>{"LayerNormalization", "LayerNormalization", "Softmax", "Gelu", "Gelu",
+                                           "Gelu", "Div", "Erf", "Add", "Mul"}));  // the last is not GELU
   Buffer in({1, 8, 32}, float32);
   in.fill_random(4);
   Buffer want = compile(before, {.rewrite = false, .fuse = false}).run({in})[0];

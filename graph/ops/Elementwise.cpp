@@ -54,6 +54,11 @@ void add_elementwise_ops(OpTable& t) {
   act("Tanh", [](Expr x) { return tanh(x); });
   act("Erf", [](Expr x) { return erf(x); });
   act("Exp", [](Expr x) { return exp(x); });
+  // Exact GELU (fuse_patterns makes it from its Erf pattern; ONNX defines it from opset 20).
+  act("Gelu", [](Expr x) {
+    auto c = [&](double v) { return make_const(x.dtype(), v); };
+    return x * c(0.5) * (c(1) + erf(x * c(M_SQRT1_2)));
+  });
   act("Sqrt", [](Expr x) { return sqrt(x); });
   act("Reciprocal", [](Expr x) { return make_const(x.dtype(), 1) / x; });
   t["Neg"] = [](const OpInputs& in) { return std::vector<Tensor>{unary(in, [](Expr x) { return -x; })}; };

@@ -12,7 +12,7 @@ namespace tessel::graph {
 
 OpKind op_kind(const std::string& op) {
   static const std::set<std::string> elemwise = {
-      "Add", "Sub", "Mul", "Div", "Pow", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Neg", "Reciprocal", "Sqrt",
+      "Add", "Sub", "Mul", "Div", "Pow", "Relu", "Sigmoid", "Tanh", "Erf", "Gelu", "Exp", "Neg", "Reciprocal", "Sqrt",
       "Clip", "LeakyRelu", "Cast", "Identity", "Dropout", "BatchNormalization"};
   static const std::set<std::string> complex = {
       "Conv", "tessel.ConvNhwc", "tessel.ConvNchwc", "tessel.ConvWinogradNchwc", "Gemm", "MatMul", "MaxPool",

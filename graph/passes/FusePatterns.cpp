@@ -1,8 +1,9 @@
 // Subgraphs that exporters write for one operator, rewritten as that operator: layer norm
 // (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add: onnxruntime's LayerNormFusion
-// pattern, graph.md §3) and softmax (ReduceMax, Sub, Exp, ReduceSum, Div). The rewritten node's
-// kernel reads each row for its statistics and writes it once, where the pieces would be
-// separate reductions and passes. Only the last axis is matched; the pieces' intermediate
+// pattern, graph.md §3), softmax (ReduceMax, Sub, Exp, ReduceSum, Div) and GELU (Div, Erf, Add,
+// Mul, Mul). The rewritten node's kernel reads each row for its statistics and writes it once,
+// where the pieces would be separate reductions and passes; GELU's multiplies by 1 / sqrt(2)
+// where the pattern divides (within an ulp of it), as onnxruntime's fused Gelu does. Only the last axis is matched; the pieces' intermediate
 // values must have no other readers. Dead pieces are left for remove_dead_nodes.
 #include <cmath>
 
@@ -105,6 +106,42 @@ bool softmax(const Matcher& m, Node& div) {
   return true;
 }
 
+// y = x * (erf(x / sqrt(2)) + 1) * 0.5, the three factors multiplied in any order, the division
+// possibly a multiplication by 1 / sqrt(2) (PyTorch's export of exact GELU).
+bool gelu(const Matcher& m, Node& mul) {
+  if (mul.op != "Mul" || mul.inputs.size() != 2) return false;
+  std::vector<int> factors;
+  for (int in : mul.inputs) {
+    if (const Node* inner = m.made_by(in, "Mul"))
+      factors.insert(factors.end(), inner->inputs.begin(), inner->inputs.end());
+    else
+      factors.push_back(in);
+  }
+  if (factors.size() != 3) return false;
+  for (int half = 0; half < 3; ++half) {
+    if (m.scalar(factors[size_t(half)]) != 0.5) continue;
+    for (int one = 0; one < 3; ++one) {
+      const Node* add = one == half ? nullptr : m.made_by(factors[size_t(one)], "Add");
+      if (!add) continue;
+      int x = factors[size_t(3 - half - one)];
+      int e = m.scalar(add->inputs[1]) == 1 ? add->inputs[0] : add->inputs[1];
+      const Node* erf = m.scalar(Matcher::other(*add, e)) == 1 ? m.made_by(e, "Erf") : nullptr;
+      const Node* scale = erf ? m.made_by(erf->inputs[0], "Div") : nullptr;
+      double by = scale ? m.scalar(scale->inputs[1]) : 0;
+      if (erf && !scale && (scale = m.made_by(erf->inputs[0], "Mul")))
+        by = 1 / m.scalar(scale->inputs[1]);
+      if (!scale || scale->inputs[0] != x || std::abs(by - std::sqrt(2.0)) > 1e-6) continue;
+      Node g;
+      g.op = "Gelu", g.name = mul.name + "_gelu", g.opset = 20;
+      g.inputs = {x};
+      g.outputs = mul.outputs;
+      mul = g;
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 Graph fuse_patterns(Graph g) {
@@ -112,7 +149,7 @@ Graph fuse_patterns(Graph g) {
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     Matcher m(g);  // readers as the graph is now
     Node& n = g.nodes[k];
-    changed |= layer_norm(m, n) || softmax(m, n);
+    changed |= layer_norm(m, n) || softmax(m, n) || gelu(m, n);
   }
   return changed ? remove_dead_nodes(g) : g;
 }

@@ -83,6 +83,9 @@ class CodeGen {
     if (llvm::Triple(llvm::sys::getProcessTriple()).isX86())
       features += std::string(features.empty() ? "" : ",") + "+prefer-no-gather,+prefer-no-scatter";
     if (!features.empty()) f->addFnAttr("target-features", features);
+    // Divisions marked `arcp` and `ninf` (the vector math's, never a user's) as a reciprocal
+    // estimate and one Newton step.
+    f->addFnAttr("reciprocal-estimates", "vec-divf:1,divf:1");
     // Our vectors are explicit; let the back end keep 512-bit registers for them.
     if (target_.avx512()) {
       f->addFnAttr("prefer-vector-width", "512");
