@@ -334,7 +334,9 @@ void schedule_conv_nchwc(Schedule& s, const std::string& out, const std::string&
 }
 
 // A row reduction (max, sum over the last axis) computed inside its consumer's row loop:
-// lanes partial results over the row in vector registers (rfactor), then those combined.
+// lanes partial results over the row in vector registers (rfactor), then those combined in a
+// tree (a vectorized reduction): one after the other, the 16 lanes of softmax's max and sum
+// took 128 cycles of latency a row, as long as its 8 vectors of exp.
 void schedule_row_reduction(Schedule& s, const std::string& name, const std::string& consumer, const Axis& row) {
   const OperationNode* op = op_of(s, name);
   int lanes = vector_lanes(op->dtype);
@@ -346,6 +348,7 @@ void schedule_row_reduction(Schedule& s, const std::string& name, const std::str
     s[rf.name()].compute_at(s[name], s[name].leaf_axes().front());
     s[rf.name()].reorder({Axis(k + ".outer"), rf.axis(0)});
     s[rf.name()].vectorize(rf.axis(0));
+    s[name].vectorize(s[name].leaf_axes().back());
   } else {
     s[name].compute_at(s[consumer], row);
   }

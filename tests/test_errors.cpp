@@ -17,12 +17,6 @@ struct Mm {
 
 }  // namespace
 
-TEST(Errors, VectorizeReductionAxis) {
-  Mm m;
-  Schedule s({m.D});
-  expect_error([&] { s[m.C].vectorize("k"); }, {"vectorize", "stage 'C'", "axis 'k'", "reduction axis", "rfactor"});
-}
-
 TEST(Errors, PackBadDimBlockOrReader) {
   Mm m;
   Schedule s({m.D});

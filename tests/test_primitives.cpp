@@ -320,6 +320,50 @@ TEST(Primitives, RFactor) {
   EXPECT_NEAR(ref::run(o, {A, S}, {a})[0].get(0), want, 1e-3);
 }
 
+// A vectorized reduction axis: its lanes combined in a tree (an odd count of lanes sets one
+// aside), then into the accumulator; with a predicate on the axis it stays a serial loop.
+TEST(Primitives, VectorizedReductionAxis) {
+  Tensor A = placeholder({6, 21}, float32, "A");
+  Tensor I = placeholder({6, 21}, int32, "I");
+  Tensor Sum = compute({6}, [&](Var i) { IterVar k = reduce_axis(21, "k1"); return sum(A(i, k), {k}); }, "Sum");
+  Tensor Mx = compute({6}, [&](Var i) { IterVar k = reduce_axis(21, "k2"); return max(A(i, k), {k}); }, "Mx");
+  Tensor Pr = compute({6}, [&](Var i) { IterVar k = reduce_axis(21, "k3"); return prod(A(i, k) + 2.0f, {k}); }, "Pr");
+  Tensor Mn = compute({6}, [&](Var i) { IterVar k = reduce_axis(21, "k4"); return min(I(i, k), {k}); }, "Mn");
+  Tensor Odd = compute({6}, [&](Var i) {
+    IterVar k = reduce_axis(21, "k5");
+    return sum(I(i, k), {k}, k % 2 == 0, Expr(int32_t(100)));
+  }, "Odd");
+  Buffer a = ref::random(A.shape(), 7), n({6, 21}, int32);
+  for (int64_t e = 0; e < n.size(); ++e) n.set(e, double((e * 37) % 23) - 11);
+  for (int64_t lanes : {16, 7}) {
+    Schedule s({Sum, Mx, Pr, Mn, Odd});
+    for (const Tensor& t : {Sum, Mx, Pr, Mn, Odd}) {
+      auto axes = s[t].leaf_axes();
+      auto [ko, ki] = s[t].split(axes.back(), lanes);
+      s[t].vectorize(ki);
+    }
+    std::string ir = lower(s, {A, I, Sum, Mx, Pr, Mn, Odd}, "f").str();
+    for (const char* vec : {"Sum[i] + vector_reduce", "max(Mx[i], vector_reduce", "Pr[i]*vector_reduce",
+                            "min(Mn[i], vector_reduce"})
+      EXPECT_NE(ir.find(vec), std::string::npos) << vec << " in\n" << ir;
+    EXPECT_EQ(ir.find("Odd[i] + vector_reduce"), std::string::npos) << ir;
+    auto got = ref::run(s, {A, I, Sum, Mx, Pr, Mn, Odd}, {a, n});
+    for (int i = 0; i < 6; ++i) {
+      double sm = 0, mx = -1e30, pr = 1, mn = 1e30, odd = 100;
+      for (int k = 0; k < 21; ++k) {
+        double x = a.get(i * 21 + k), m = n.get(i * 21 + k);
+        sm += x, mx = std::max(mx, x), pr *= x + 2, mn = std::min(mn, m);
+        if (k % 2 == 0) odd += m;
+      }
+      EXPECT_NEAR(got[0].get(i), sm, 1e-5) << "lanes " << lanes;
+      EXPECT_EQ(got[1].get(i), float(mx)) << "lanes " << lanes;
+      EXPECT_NEAR(got[2].get(i), pr, 1e-4 * std::abs(pr)) << "lanes " << lanes;
+      EXPECT_EQ(got[3].get(i), mn) << "lanes " << lanes;
+      EXPECT_EQ(got[4].get(i), odd) << "lanes " << lanes;
+    }
+  }
+}
+
 TEST(Primitives, ReductionWithPredicateAndInit) {
   Tensor A = placeholder({8, 20}, float32, "A");
   IterVar k = reduce_axis(20, "k");

@@ -59,6 +59,8 @@ class Stage {
   // tile = split both axes, then reorder to (x.outer, y.outer, x.inner, y.inner).
   struct Tiled { Axis xo, yo, xi, yi; };
   Tiled tile(const Axis& x, const Axis& y, int64_t xf, int64_t yf);
+  // A reduction axis may be vectorized too: its lanes' contributions are combined in a tree
+  // before they meet the accumulator (floating-point sums then round in that order).
   void vectorize(const Axis& axis);
   void unroll(const Axis& axis);
   void parallel(const Axis& axis);

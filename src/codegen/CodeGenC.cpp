@@ -100,6 +100,20 @@ class CodeGenC {
     throw InternalError(std::string("CUDA/OpenCL codegen: unexpected intrinsic ") + intrinsic_name(op));
   }
 
+  std::string min_max(bool mn, DType t) const {
+    return t.is_float() ? (cuda_ && t.bits == 32 ? (mn ? "fminf" : "fmaxf") : (mn ? "fmin" : "fmax"))
+                        : (mn ? "min" : "max");
+  }
+  std::string combined(Combiner c, DType t, const std::string& a, const std::string& b) const {
+    switch (c) {
+      case Combiner::Sum: return "(" + a + " + " + b + ")";
+      case Combiner::Prod: return "(" + a + " * " + b + ")";
+      case Combiner::Min: return min_max(true, t) + "(" + a + ", " + b + ")";
+      case Combiner::Max: return min_max(false, t) + "(" + a + ", " + b + ")";
+    }
+    throw InternalError("CUDA/OpenCL codegen: unknown combiner");
+  }
+
   // The text of lane `lane` of e (lane -1: e is scalar).
   std::string expr(const Expr& e, int lane = -1) {
     const ExprNode* n = e.get();
@@ -123,10 +137,7 @@ class CodeGenC {
       case NodeKind::Min:
       case NodeKind::Max: {
         auto* b = static_cast<const BinaryNode*>(n);
-        bool mn = n->kind == NodeKind::Min;
-        std::string f = t.is_float() ? (cuda_ && t.bits == 32 ? (mn ? "fminf" : "fmaxf") : (mn ? "fmin" : "fmax"))
-                                     : (mn ? "min" : "max");
-        return f + "(" + expr(b->a, lane) + ", " + expr(b->b, lane) + ")";
+        return min_max(n->kind == NodeKind::Min, t) + "(" + expr(b->a, lane) + ", " + expr(b->b, lane) + ")";
       }
       case NodeKind::Not: return "(!" + expr(static_cast<const Not*>(n)->a, lane) + ")";
       case NodeKind::Select: {
@@ -160,6 +171,13 @@ class CodeGenC {
         const char* xyz[] = {"x", "y", "z"};
         if (cuda_) return std::string("(int)") + (d < 3 ? "blockIdx." : "threadIdx.") + xyz[d % 3];
         return std::string("(int)") + (d < 3 ? "get_group_id(" : "get_local_id(") + std::to_string(d % 3) + ")";
+      }
+      case Intrinsic::VectorReduce: {  // lane by lane, in order
+        const Expr& v = c->args[0];
+        std::string out = expr(v, 0);
+        for (int i = 1; i < v.dtype().lanes; ++i)
+          out = combined(Combiner(c->args[1].as<IntImm>()->value), c->type, out, expr(v, i));
+        return out;
       }
       case Intrinsic::ShuffleXor:
         return "__shfl_xor_sync(" + std::to_string(c->args[2].as<IntImm>()->value) + "u, " + expr(c->args[0]) + ", " +

@@ -160,15 +160,7 @@ class CodeGen {
       case NodeKind::Min:
       case NodeKind::Max: {
         auto* bn = static_cast<const BinaryNode*>(n);
-        llvm::Value* a = emit(bn->a);
-        llvm::Value* c = emit(bn->b);
-        bool is_min = n->kind == NodeKind::Min;
-        llvm::Value* cmp;
-        DType t = bn->a.dtype();
-        if (t.is_float()) cmp = is_min ? b_.CreateFCmpOLT(a, c) : b_.CreateFCmpOGT(a, c);
-        else if (t.is_uint() || t.is_bool()) cmp = is_min ? b_.CreateICmpULT(a, c) : b_.CreateICmpUGT(a, c);
-        else cmp = is_min ? b_.CreateICmpSLT(a, c) : b_.CreateICmpSGT(a, c);
-        return b_.CreateSelect(cmp, a, c);
+        return min_max(n->kind == NodeKind::Min, bn->a.dtype(), emit(bn->a), emit(bn->b));
       }
       case NodeKind::EQ:
       case NodeKind::NE:
@@ -214,6 +206,47 @@ class CodeGen {
       case NodeKind::Reduce: throw InternalError("codegen: unlowered tensor access or reduction");
       default: throw InternalError("codegen: unknown expression");
     }
+  }
+
+  llvm::Value* min_max(bool is_min, DType t, llvm::Value* a, llvm::Value* c) {
+    llvm::Value* cmp;
+    if (t.is_float()) cmp = is_min ? b_.CreateFCmpOLT(a, c) : b_.CreateFCmpOGT(a, c);
+    else if (t.is_uint() || t.is_bool()) cmp = is_min ? b_.CreateICmpULT(a, c) : b_.CreateICmpUGT(a, c);
+    else cmp = is_min ? b_.CreateICmpSLT(a, c) : b_.CreateICmpSGT(a, c);
+    return b_.CreateSelect(cmp, a, c);
+  }
+
+  // The lanes of v (element type t, float16 as float) combined: halves combined lane by lane
+  // until one is left, an odd lane out set aside and combined last.
+  llvm::Value* vector_reduce(Combiner comb, DType t, llvm::Value* v) {
+    auto op = [&](llvm::Value* a, llvm::Value* c) -> llvm::Value* {
+      switch (comb) {
+        case Combiner::Sum: return t.is_float() ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c);
+        case Combiner::Prod: return t.is_float() ? b_.CreateFMul(a, c) : b_.CreateMul(a, c);
+        case Combiner::Min: return min_max(true, t, a, c);
+        case Combiner::Max: return min_max(false, t, a, c);
+      }
+      throw InternalError("codegen: unknown combiner");
+    };
+    auto lanes = [&](int from, int n) {
+      std::vector<int> idx(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) idx[size_t(i)] = from + i;
+      return b_.CreateShuffleVector(v, idx);
+    };
+    llvm::Value* odd = nullptr;
+    int n = int(llvm::cast<llvm::FixedVectorType>(v->getType())->getNumElements());
+    for (; n > 2; n /= 2) {
+      if (n % 2) {
+        llvm::Value* last = b_.CreateExtractElement(v, uint64_t(n - 1));
+        odd = odd ? op(odd, last) : last;
+        v = lanes(0, --n);
+      }
+      v = op(lanes(0, n / 2), lanes(n / 2, n / 2));
+    }
+    llvm::Value* r = b_.CreateExtractElement(v, uint64_t(0));
+    if (n == 2) r = op(r, b_.CreateExtractElement(v, uint64_t(1)));
+    if (odd) r = op(r, odd);
+    return r->getType() == type(t) ? r : b_.CreateSExt(r, type(t));  // scalar int32 is carried as i64
   }
 
   llvm::Value* arith(const ExprNode* n, llvm::Instruction::BinaryOps iop, llvm::Instruction::BinaryOps fop) {
@@ -279,6 +312,12 @@ class CodeGen {
     for (auto& a : c->args) args.push_back(emit(a));
     if (c->op == Intrinsic::Skippable) return args[0];  // checking a skippable guard is always right
     if (c->op == Intrinsic::CheckIndex) return check_index(c, args);
+    if (c->op == Intrinsic::VectorReduce) {
+      auto comb = Combiner(c->args[1].as<IntImm>()->value);
+      if (!(t.is_float() && t.bits == 16)) return vector_reduce(comb, t, args[0]);
+      llvm::Type* f32 = type(float32.with_lanes(c->args[0].dtype().lanes));
+      return b_.CreateFPTrunc(vector_reduce(comb, float32, b_.CreateFPExt(args[0], f32)), type(t));
+    }
     // float16 math runs in float32.
     if (t.is_float() && t.bits == 16) {
       llvm::Type* f32 = type(float32.with_lanes(t.lanes));

@@ -224,6 +224,7 @@ const char* intrinsic_name(Intrinsic op) {
     case Intrinsic::ThreadAllReduce: return "thread_allreduce";
     case Intrinsic::ShuffleXor: return "shuffle_xor";
     case Intrinsic::CheckIndex: return "check_index";
+    case Intrinsic::VectorReduce: return "vector_reduce";
   }
   return "?";
 }

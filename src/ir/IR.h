@@ -151,12 +151,15 @@ struct Select : ExprNode {
 //    value of a Store into a local buffer, which lower_thread_allreduce expands.
 //  - ShuffleXor(value, offset, mask): `value` of the lane whose index differs from this one's
 //    by xor `offset`, among the warp's lanes in `mask` (CUDA).
+// Made by vectorize_loops from a vectorized reduction loop (s = combine(s, f(k))):
+//  - VectorReduce(value, combiner): the lanes of `value` combined into one scalar, in a tree
+//    (a vectorized reduction's order of operations is its own).
 // CPU only, made by a checked build (LowerOptions::check_bounds):
 //  - CheckIndex(index, extent, guard, id): `index`; where `guard` holds and the index is
 //    outside [0, extent), the program stops with the function's message `id`.
 enum class Intrinsic : uint8_t {
   Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Erf, Abs, Pow, Floor, Ceil, Skippable,
-  ThreadIndex, Barrier, ThreadAllReduce, ShuffleXor, CheckIndex
+  ThreadIndex, Barrier, ThreadAllReduce, ShuffleXor, CheckIndex, VectorReduce
 };
 const char* intrinsic_name(Intrinsic op);
 

@@ -80,6 +80,8 @@ Expr IRMutator::visit(const Call* op, const Expr& e) {
     changed |= !args.back().same_as(a);
   }
   if (!changed) return e;
+  // Math follows its argument's lanes (a widened exp is a vector); a lane reduction is scalar.
+  if (op->op == Intrinsic::VectorReduce) return Call::make(op->type, op->op, args);
   return Call::make(op->type.with_lanes(args[0].dtype().lanes), op->op, args);
 }
 Expr IRMutator::visit(const TensorLoad* op, const Expr& e) {

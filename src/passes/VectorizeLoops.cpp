@@ -1,8 +1,9 @@
 // Turns each vectorized loop into one vector statement: the loop variable becomes
 // Ramp(0, 1, lanes) and every expression that depends on it is widened; what does not
-// depend on it stays scalar and is broadcast where it meets a vector. A loop whose body
-// cannot be widened (a branch on the lane, a store of lanes to one address, a nested
-// allocation) stays a scalar loop: correct, if slower.
+// depend on it stays scalar and is broadcast where it meets a vector. A reduction loop,
+// s = combine(s, f(k)) into one address, combines the lanes of f(k) in a tree (VectorReduce)
+// and then into s. A loop whose body cannot be widened (a branch on the lane, another store
+// of lanes to one address, a nested allocation) stays a scalar loop: correct, if slower.
 #include "ir/IRMutator.h"
 #include "ir/IRVisitor.h"
 #include "ir/Simplify.h"
@@ -160,13 +161,40 @@ class Widen : public IRMutator {
     return Load::make(op->type, op->buffer, widen(i, lanes_), pred_);
   }
   Stmt visit(const Store* op, const Stmt& s) override {
-    Expr v = mutate(op->value), i = mutate(op->index);
+    Expr i = mutate(op->index);
     if (i.dtype().is_scalar()) {
+      if (pred_.defined()) throw NotVectorizable();
+      if (Expr r = lane_reduction(op); r.defined()) return Store::make(op->buffer, r, i);
       // Every lane would write the same element: only a serial loop keeps the last write.
-      if (v.dtype().is_vector() || pred_.defined()) throw NotVectorizable();
+      Expr v = mutate(op->value);
+      if (v.dtype().is_vector()) throw NotVectorizable();
       return IRMutator::visit(op, s);
     }
-    return Store::make(op->buffer, widen(v, lanes_), i, pred_);
+    return Store::make(op->buffer, widen(mutate(op->value), lanes_), i, pred_);
+  }
+  // s = combine(s, f) with s the stored element and f differing between lanes:
+  // combine(s, VectorReduce(f)).
+  Expr lane_reduction(const Store* st) {
+    const ExprNode* v = st->value.get();
+    Combiner c;
+    switch (v->kind) {
+      case NodeKind::Add: c = Combiner::Sum; break;
+      case NodeKind::Mul: c = Combiner::Prod; break;
+      case NodeKind::Max: c = Combiner::Max; break;
+      case NodeKind::Min: c = Combiner::Min; break;
+      default: return Expr();
+    }
+    auto* b = static_cast<const BinaryNode*>(v);
+    const Load* acc = b->a.as<Load>();
+    if (!acc || !acc->buffer.same_as(st->buffer) || !equal(acc->index, st->index) || acc->predicate.defined())
+      return Expr();
+    bool reads_acc = false;
+    visit_exprs(b->b, [&](const Expr& e) {
+      if (const Load* l = e.as<Load>()) reads_acc |= l->buffer.same_as(st->buffer);
+    });
+    Expr f = mutate(b->b);
+    if (reads_acc || f.dtype().is_scalar()) return Expr();
+    return combine(c, b->a, Call::make(f.dtype().element_of(), Intrinsic::VectorReduce, {f, make_int(int64_t(c))}));
   }
   // A guard on the lane (the tail of a split that does not divide) becomes a predicate
   // on the loads and stores under it: masked vector instructions instead of a scalar loop.

@@ -337,9 +337,6 @@ void annotate(StageState& s, const std::string& axis, ForKind kind, const std::s
                       "; an axis takes one of vectorize, unroll, parallel or bind");
   }
   if (kind == ForKind::Vectorized) {
-    TESSEL_USER_CHECK(ax.kind != IterKind::Reduce, "vectorize: stage '", s.name, "': axis '", axis,
-                      "' is a reduction axis; vectorizing it would race on the accumulator. Vectorize a "
-                      "spatial axis (", s.leaf_names(), "), or rfactor the reduction first");
     TESSEL_USER_CHECK(ax.extent <= 64, "vectorize: stage '", s.name, "': axis '", axis, "' has extent ",
                       ax.extent, "; a vectorized loop needs a constant extent of at most 64 lanes. Split it "
                       "first, e.g. split(\"", axis, "\", 16), and vectorize the inner axis");
