@@ -242,13 +242,15 @@ TEST(Graph, FusePatternsFindsLayerNormSoftmaxAndGeluAsExportersWriteThem) {
   x = b.node("Div", {e, b.node("ReduceSum", {e, b.ints("axes", {-1})})});
   // GELU: x (erf(x / sqrt(2)) + 1) 0.5, its factors in three orders, the division as a product.
   for (int order = 0; order < 3; ++order) {
-    std::string s = order == 2 ? b.node("Mul", {x, b.scalar("c", M_SQRT1_2)}) : b.node("Div", {x, b.scalar("c", M_SQRT2)});
+    std::string s = order == 2 ? b.node("Mul", {x, b.scalar("c", M_SQRT1_2)})
+                               : b.node("Div", {x, b.scalar("c", M_SQRT2)});
     std::string one = b.node("Add", {b.scalar("c", 1), b.node("Erf", {s})}), half = b.scalar("c", 0.5);
     x = order == 0 ? b.node("Mul", {b.node("Mul", {x, one}), half})
       : order == 1 ? b.node("Mul", {x, b.node("Mul", {one, half})})
                    : b.node("Mul", {b.node("Mul", {half, x}), one});
   }
-  b.output(b.node("Mul", {x, b.node("Add", {b.node("Erf", {b.node("Div", {x, b.scalar("c", 2)})}), b.scalar("c", 1)})}));
+  std::string not_gelu = b.node("Add", {b.node("Erf", {b.node("Div", {x, b.scalar("c", 2)})}), b.scalar("c", 1)});
+  b.output(b.node("Mul", {x, not_gelu}));
   Graph before = b.graph(), after = fuse_patterns(before);
   std::printf("before:\n%safter:\n%s", before.str().c_str(), after.str().c_str());
   std::vector<std::string> ops;

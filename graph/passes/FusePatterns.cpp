@@ -3,8 +3,9 @@
 // pattern, graph.md §3), softmax (ReduceMax, Sub, Exp, ReduceSum, Div) and GELU (Div, Erf, Add,
 // Mul, Mul). The rewritten node's kernel reads each row for its statistics and writes it once,
 // where the pieces would be separate reductions and passes; GELU's multiplies by 1 / sqrt(2)
-// where the pattern divides (within an ulp of it), as onnxruntime's fused Gelu does. Only the last axis is matched; the pieces' intermediate
-// values must have no other readers. Dead pieces are left for remove_dead_nodes.
+// where the pattern divides (within an ulp of it), as onnxruntime's fused Gelu does. Only the
+// last axis is matched; the pieces' intermediate values must have no other readers. Dead pieces
+// are left for remove_dead_nodes.
 #include <cmath>
 
 #include "graph/passes/Passes.h"
