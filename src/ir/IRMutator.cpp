@@ -80,9 +80,10 @@ Expr IRMutator::visit(const Call* op, const Expr& e) {
     changed |= !args.back().same_as(a);
   }
   if (!changed) return e;
-  // Math follows its argument's lanes (a widened exp is a vector); a lane reduction is scalar.
-  if (op->op == Intrinsic::VectorReduce) return Call::make(op->type, op->op, args);
-  return Call::make(op->type.with_lanes(args[0].dtype().lanes), op->op, args);
+  // A call whose lanes are its argument's (math: a widened exp is a vector) follows them; one of
+  // its own lanes (a lane reduction's scalar) keeps them.
+  bool follows = !op->args.empty() && op->type.lanes == op->args[0].dtype().lanes;
+  return Call::make(follows ? op->type.with_lanes(args[0].dtype().lanes) : op->type, op->op, args);
 }
 Expr IRMutator::visit(const TensorLoad* op, const Expr& e) {
   std::vector<Expr> idx;

@@ -9,8 +9,9 @@
 
 namespace tessel {
 
-// Compiles `source` for the first OpenCL device; throws an Error with the build log.
+// Memory on the first OpenCL device.
 std::shared_ptr<DeviceMemory> make_opencl_memory();
+// Compiles `source` for the first OpenCL device; throws an Error with the build log.
 std::unique_ptr<Kernel> make_opencl_kernel(const std::string& source, const DevicePlan& plan);
 // "pthread-znver4" (PoCL on this CPU), or empty if no OpenCL device is present.
 std::string opencl_device_name();
