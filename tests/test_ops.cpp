@@ -300,6 +300,26 @@ TEST(Ops, OneByOneNchwDefaultIsAGemmOverThePixels) {
   ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, {}));
 }
 
+TEST(Ops, NchwDefaultChunksTheReductionWhereTheWeightsOutweighTheInput) {
+  // Weights larger than the input, output of 14x14: each block of output channels
+  // accumulates over the whole image while the input channels run in chunks (their weights
+  // within L1), then is copied out to NCHW rows. Stride 1 and 2, weights rewritten once or
+  // packed per call.
+  for (int64_t stride : {1, 2}) {
+    int64_t C = stride == 1 ? 64 : 16, H = 14 * stride, K = stride == 1 ? 32 : 128;
+    ops::Conv2dParams p{stride, stride, 1, 1, 1, 1, 1};
+    Tensor X = placeholder({1, C, H, H}, float32, "X"), W = placeholder({K, C, 3, 3}, float32, "W");
+    Tensor Y = ops::conv2d_nchw(X, W, p);
+    Buffer x = ref::random(X.shape(), 5), w = ref::random(W.shape(), 6);
+    Buffer want = ref::conv2d_nchw(x, w, p);
+    Schedule rewritten = ops::default_schedule({Y}, Target::host(), {W});
+    std::string cpp = rewritten.to_cpp();
+    EXPECT_NE(cpp.find(R"(split("rc")"), std::string::npos) << cpp;
+    ref::expect_close(ref::run(rewritten, {X, W, Y}, {x, w})[0], want);
+    ref::expect_close(run_default({X, W, Y}, {x, w})[0], want);
+  }
+}
+
 TEST(Ops, DepthwiseConv2d) {
   ops::Conv2dParams p{1, 1, 1, 1, 1, 1, 1};
   Tensor X = placeholder({1, 6, 10, 10}, float32, "X");
