@@ -453,11 +453,11 @@ void schedule_register_block(Schedule& s, const std::string& acc, const std::vec
   a.vectorize(vi);
 }
 
-// Whether a convolution reads its input's columns at a stride: its last index multiplies
-// the output column by a constant.
-bool strided_columns(const OperationNode* op) {
+// The stride at which a convolution reads its input's columns: the constant its last index
+// multiplies the output column by (1 where it does not).
+int64_t column_stride(const OperationNode* op) {
   const Expr& x = op->axis.back().var();
-  bool strided = false;
+  int64_t stride = 1;
   visit_exprs(op->body, [&](const Expr& e) {
     const TensorLoad* l = e.as<TensorLoad>();
     if (!l || l->op.get() != op->inputs()[0].get()) return;
@@ -465,10 +465,10 @@ bool strided_columns(const OperationNode* op) {
       const Mul* m = i.as<Mul>();
       if (!m) return;
       const IntImm* k = (m->a.same_as(x) ? m->b : m->b.same_as(x) ? m->a : Expr()).as<IntImm>();
-      strided |= k && k->value > 1;
+      if (k) stride = std::max(stride, k->value);
     });
   });
-  return strided;
+  return stride;
 }
 
 // A convolution with a short reduction (C x R x S of at most 64) over wide rows (32 columns
@@ -589,6 +589,54 @@ void schedule_conv_nchw_columns(Schedule& s, const std::string& out, const std::
   int64_t kb = divisor_at_most(K, 8), vw = divisor_at_most(OW, lanes);
   block_nchw_output(s, out, acc, kb, vw);
   schedule_register_block(s, acc, {0, 2}, 1, 3, vw);
+}
+
+// A strided convolution of fewer input channels than a vector (the 3-channel stem), its
+// output columns the vector: its input is de-interleaved by the stride, with its padding, in
+// one pass, so that each tap's columns are one contiguous load (a stride-2 load is two loads
+// and a shuffle, and the shuffles compete with the FMAs for their ports). A block of kb
+// output channels x nv vectors of columns accumulates in registers, each weight one broadcast
+// (the weights blocked by kb channels), and is stored to the caller's rows as it is. In the
+// channel-blocked path the short reduction (3 x 7 x 7) left each block's copy out to NCHW
+// rows, a gather per channel, a large part of its time. Half the vector registers hold
+// accumulators: the taps' loops carry them, and with 24 (AVX-512) they spilled. ResNet-50's
+// stem at 2 threads (AVX-512): 245 GFLOP/s channel-blocked, 372 this way (8 x 2 vectors), 213
+// with 8 x 3.
+void schedule_conv_nchw_strided(Schedule& s, const std::string& out, const std::string& acc, int lanes, bool constant,
+                                const Target& target) {
+  const OperationNode* op = op_of(s, out);
+  const OperationNode* aop = op_of(s, acc);
+  int64_t K = op->shape[1], OW = op->shape[3];
+  int64_t nv = std::min<int64_t>((OW + lanes - 1) / lanes, 2), kb = divisor_at_most(K, target.vector_registers / 2 / nv);
+  Tensor input(aop->inputs()[0]), W(aop->inputs()[1]);
+  bool padded = aop->inputs()[0]->tag == "pad";
+  std::string deint = s.deinterleave(input, {s.tensor(acc)}, 3, column_stride(aop)).name();
+  if (padded) s[input.name()].compute_inline();
+  schedule_injective(s, deint);
+  if (constant) {
+    s.rewrite_layout(W, 0, kb);
+  } else {
+    Stage p = s[s.pack(W, {s.tensor(acc)}, 0, kb)];
+    p.parallel(p.leaf_axes()[0]);
+  }
+  Stage o = s[out];
+  auto axes = o.leaf_axes();  // n, k, y, x
+  auto [ko, ki] = o.split(axes[1], kb);
+  auto [xo, xi] = o.split(axes[3], nv * lanes);
+  o.reorder({axes[0], axes[2], ko, xo, ki, xi});
+  o.parallel(o.fuse({axes[0], axes[2], ko}));
+  o.vectorize(xi);
+  Stage a = s[acc];
+  a.compute_at(o, xo);
+  auto aa = a.leaf_axes();  // n, k, y, x, then the reduction
+  auto [vo, vi] = a.split(aa[3], lanes);
+  std::vector<Axis> order = {aa[0], aa[2]};
+  order.insert(order.end(), aa.begin() + 4, aa.end());
+  order.insert(order.end(), {aa[1], vo, vi});
+  a.reorder(order);
+  a.unroll(aa[1]);
+  a.unroll(vo);
+  a.vectorize(vi);
 }
 
 // Convolution in NHWC: the channels are the vector. A block of `reg` output columns x two
@@ -795,11 +843,14 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
         // the padding's select makes redundant): 384@14 ran 32 -> 15 us in place (AVX-512 and
         // AVX2 code alike), 960@7 17 -> 10 us (AVX-512; AVX2 the same).
         pad_in_place = true;
+      } else if (layout == "NCHW" && column_stride(op) > 1 && input->shape[1] < lanes && op->shape[3] >= lanes) {
+        schedule_conv_nchw_strided(s, out, acc, lanes, constant(op->inputs()[1].get()), target);
+        if (input->tag == "pad") done.insert(input->name);
       } else if (layout == "NCHW" && op->shape[1] % lanes == 0 && !short_and_wide(op, lanes)) {
         schedule_conv_nchw(s, out, acc, lanes, constant(op->inputs()[1].get()), target);
         // At a stride the copy is a pass over an input 4x the output's area: ResNet-50's
         // 128@56 3x3 stride 2 ran 136 -> 162 GFLOP/s; not the 3-channel stem (145 -> 141).
-        pad_in_place = strided_columns(op) && input->shape[1] >= lanes;
+        pad_in_place = column_stride(op) > 1 && input->shape[1] >= lanes;
       } else if (layout == "NCHW") {
         schedule_conv_nchw_columns(s, out, acc, lanes);
       } else if (layout == "NHWC") {

@@ -222,6 +222,45 @@ TEST(Primitives, PackCutsADimensionIntoBlocks) {
   }
 }
 
+// A stride-2 read of columns: every other element of A's rows, three taps, vectorized along
+// the output's columns. De-interleaved, each tap reads one phase of the row contiguously.
+TEST(Primitives, DeinterleaveSplitsADimensionIntoPhases) {
+  for (int64_t cols : {37, 38}) {  // 37 is odd: phase 1 has a zero-filled last element
+    int64_t out_cols = (cols - 3) / 2 + 1;
+    Tensor A = placeholder({4, cols}, float32, "A");
+    IterVar r = reduce_axis(3, "r");
+    Tensor B = compute({4, out_cols}, [&](Var i, Var j) { return sum(A(i, j * 2 + r) * float(1.5), {r}); }, "B");
+    Buffer a = ref::random(A.shape(), 3), want({4, out_cols}, float32);
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < out_cols; ++j) {
+        float v = 0;
+        for (int64_t k = 0; k < 3; ++k) v += float(a.get(i * cols + j * 2 + k)) * 1.5f;
+        want.set(i * out_cols + j, v);
+      }
+    Schedule s({B});
+    Tensor D = s.deinterleave(A, {B}, 1, 2);
+    EXPECT_EQ(D.name(), "A.deint");
+    EXPECT_EQ(D.shape(), (std::vector<int64_t>{4, 2, (cols + 1) / 2}));
+    auto [jo, ji] = s[B].split("j", 8);
+    s[B].reorder({"i", jo, "r", ji});
+    s[B].unroll("r");
+    s[B].vectorize(ji);
+    s[D].parallel("i");
+    ref::expect_close(ref::run(s, {A, B}, {a})[0], want);
+    // The taps' phases and offsets are constants once r is unrolled: contiguous loads.
+    std::string ir = lower(s, {A, B}).str();
+    EXPECT_EQ(ir.find(" % 2"), std::string::npos) << ir;
+    EXPECT_NE(s.to_cpp().find(R"(s.deinterleave(s.tensor("A"), {s.tensor("B")}, 1, 2);)"), std::string::npos);
+    Schedule again = Schedule::replay({B}, steps_from_json(steps_to_json(s.steps())));
+    ref::expect_close(ref::run(again, {A, B}, {a})[0], want);
+  }
+  Tensor A = placeholder({4, 9}, float32, "A");
+  Tensor B = compute({4, 4}, [&](Var i, Var j) { return A(i, j * 2); }, "B");
+  Schedule s({B});
+  EXPECT_THROW(s.deinterleave(A, {B}, 2, 2), Error);
+  EXPECT_THROW(s.deinterleave(A, {B}, 1, 1), Error);
+}
+
 // A matmul vectorized along j (B's last axis) with B's rows blocked, and a convolution
 // vectorized along its output channels (OIHW weights: k is the slowest index) with the
 // weights blocked by channel and the accumulator block stored channels innermost.

@@ -110,6 +110,12 @@ class Schedule {
   // contiguously. A short last block is zero-filled. Returns B.pack (computed at the root
   // unless scheduled otherwise).
   Tensor pack(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t block);
+  // deinterleave(X, {C}, 3, 2): readers C load X[..., x] from X.deint[..., x % 2, x / 2], a
+  // copy of X whose dimension `dim` is split into `factor` phases, each phase's elements
+  // next to each other. A read `factor` apart along `dim` (a stride-2 convolution's input
+  // columns) then reads one phase contiguously: vector loads instead of gathers or shuffles.
+  // Returns X.deint (computed at the root unless scheduled otherwise).
+  Tensor deinterleave(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t factor);
   // rewrite_layout(W, 0, 8): every reader of the input W reads W.layout[k / 8, ..., k % 8]
   // for W[k, ...] instead, a copy of W blocked like pack() that the built Module prepares
   // once from the caller's W (Ansor's layout rewriting, for weights that stay constant

@@ -24,12 +24,12 @@ struct Step {
   enum Kind {
     Split, SplitNParts, Fuse, Reorder, Vectorize, Unroll, Parallel, Bind, Pragma,
     ComputeAt, ComputeInline, ComputeRoot, StorageAlign, CacheRead, CacheWrite, RFactor, Pack,
-    RewriteLayout, ReorderStorage
+    RewriteLayout, ReorderStorage, Deinterleave
   };
   Kind kind = Split;
-  std::string stage;              // the stage acted on (the tensor read, for cache_read and pack)
+  std::string stage;              // the stage acted on (the tensor read, for cache_read, pack and deinterleave)
   std::vector<std::string> axes;  // axes named by the step, in order
-  std::vector<int64_t> ints;      // factor / nparts / pragma value / align factor+offset / pack (rewrite) dim+block
+  std::vector<int64_t> ints;      // factor / nparts / pragma value / align factor+offset / pack (rewrite, deinterleave) dim+block
   std::string str;                // parent stage, thread tag, pragma key or scope
   std::vector<std::string> stages;  // cache_read's and pack's readers
 

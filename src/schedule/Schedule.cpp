@@ -485,6 +485,42 @@ void do_pack(ScheduleState& st, const Step& step) {
   insert_copy(st, step, "pack", src, packed, "global", blocked_index(dim, block));
 }
 
+// The phases of deinterleave: src[..., x_dim, ...] lives at copy[..., x_dim % factor,
+// x_dim / factor, ...].
+void do_deinterleave(ScheduleState& st, const Step& step) {
+  StageState& src = st.stage(step.stage);
+  int dim = int(step.ints.at(0));
+  int64_t factor = step.ints.at(1);
+  int nd = int(src.op->shape.size());
+  TESSEL_USER_CHECK(dim >= 0 && dim < nd, "deinterleave of '", src.name, "': dim ", dim,
+                    " is not a dimension of its ", nd, "-dimensional shape (use 0..", nd - 1, ")");
+  int64_t n = src.op->shape[dim];
+  TESSEL_USER_CHECK(factor >= 2 && factor <= n, "deinterleave of '", src.name, "': factor ", factor,
+                    " must be between 2 and the extent of dimension ", dim, " (", n, ")");
+  std::vector<int64_t> shape = src.op->shape;
+  shape[dim] = (n + factor - 1) / factor;
+  shape.insert(shape.begin() + dim, factor);
+  std::vector<IterVar> axes = data_axes(shape);
+  std::vector<Expr> v = vars_of(axes), idx = v;
+  Expr x = v[dim + 1] * make_int(factor) + v[dim];
+  idx.erase(idx.begin() + dim);
+  idx[dim] = x;
+  Expr body;
+  if (n % factor == 0) {
+    body = TensorLoad::make(src.op, idx);
+  } else {  // the phases past the end: zeros, and a clamped read that stays in bounds
+    idx[dim] = min(x, make_int(n - 1));
+    body = select(x < make_int(n), TensorLoad::make(src.op, idx), make_const(src.op->dtype, 0));
+  }
+  Operation copy = make_compute_op(unique_stage_name(st, src.name + ".deint"), axes, body, "deinterleave");
+  insert_copy(st, step, "deinterleave", src, copy, "global", [dim, factor](const std::vector<Expr>& i) {
+    std::vector<Expr> out = i;
+    out[dim] = i[dim] / make_int(factor);
+    out.insert(out.begin() + dim, i[dim] % make_int(factor));
+    return out;
+  });
+}
+
 // Every reader of an input reads a new input instead: the same data in the blocked layout,
 // prepared once outside the kernel (see LayoutRewrite).
 void do_rewrite_layout(ScheduleState& st, const Step& step) {
@@ -711,6 +747,7 @@ void apply_step(ScheduleState& st, const Step& step) {
     }
     case Step::CacheRead: do_cache_read(st, step); break;
     case Step::Pack: do_pack(st, step); break;
+    case Step::Deinterleave: do_deinterleave(st, step); break;
     case Step::RewriteLayout: do_rewrite_layout(st, step); break;
     case Step::ReorderStorage: do_reorder_storage(st, step); break;
     case Step::CacheWrite: do_cache_write(st, step); break;
@@ -774,6 +811,15 @@ Tensor Schedule::pack(const Tensor& t, const std::vector<Tensor>& readers, int d
   int before = int(state_->stages.size());
   apply(st);
   TESSEL_INTERNAL_CHECK(int(state_->stages.size()) == before + 1, "pack added no stage");
+  return Tensor(state_->stages[state_->find_stage(t.name()) + 1].op);
+}
+
+Tensor Schedule::deinterleave(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t factor) {
+  Step st{Step::Deinterleave, t.name(), {}, {dim, factor}, "", {}};
+  for (auto& r : readers) st.stages.push_back(r.name());
+  int before = int(state_->stages.size());
+  apply(st);
+  TESSEL_INTERNAL_CHECK(int(state_->stages.size()) == before + 1, "deinterleave added no stage");
   return Tensor(state_->stages[state_->find_stage(t.name()) + 1].op);
 }
 

@@ -21,6 +21,7 @@ constexpr KindName kKinds[] = {
     {Step::ComputeRoot, "compute_root"}, {Step::StorageAlign, "storage_align"},
     {Step::CacheRead, "cache_read"}, {Step::CacheWrite, "cache_write"}, {Step::RFactor, "rfactor"},
     {Step::Pack, "pack"}, {Step::RewriteLayout, "rewrite_layout"}, {Step::ReorderStorage, "reorder_storage"},
+    {Step::Deinterleave, "deinterleave"},
 };
 
 const char* kind_name(Step::Kind k) {
@@ -49,7 +50,8 @@ json to_j(const Step& s) {
     case Step::StorageAlign: j.push_back(s.axes.at(0)), j.push_back(s.ints.at(0)), j.push_back(s.ints.at(1)); break;
     case Step::CacheRead: j.push_back(s.str), j.push_back(s.stages); break;
     case Step::CacheWrite: j.push_back(s.str); break;
-    case Step::Pack: j.push_back(s.stages), j.push_back(s.ints.at(0)), j.push_back(s.ints.at(1)); break;
+    case Step::Pack:
+    case Step::Deinterleave: j.push_back(s.stages), j.push_back(s.ints.at(0)), j.push_back(s.ints.at(1)); break;
     case Step::RewriteLayout: j.push_back(s.ints.at(0)), j.push_back(s.ints.at(1)); break;
   }
   return j;
@@ -110,7 +112,8 @@ Step from_j(const json& j) {
     case Step::StorageAlign: need(5), s.axes = {str(2)}, s.ints = {num(3), num(4)}; break;
     case Step::CacheRead: need(4), s.str = str(2), s.stages = strs(3); break;
     case Step::CacheWrite: need(3), s.str = str(2); break;
-    case Step::Pack: need(5), s.stages = strs(2), s.ints = {num(3), num(4)}; break;
+    case Step::Pack:
+    case Step::Deinterleave: need(5), s.stages = strs(2), s.ints = {num(3), num(4)}; break;
     case Step::RewriteLayout: need(4), s.ints = {num(2), num(3)}; break;
   }
   return s;
@@ -165,11 +168,12 @@ std::string Step::to_cpp(const std::string& v) const {
       for (size_t i = 0; i < stages.size(); ++i) readers += (i ? ", " : "") + v + ".tensor(" + quote(stages[i]) + ")";
       return v + ".cache_read(" + v + ".tensor(" + quote(stage) + "), " + quote(str) + ", " + readers + "});";
     }
-    case Pack: {
+    case Pack:
+    case Deinterleave: {
       std::string readers = "{";
       for (size_t i = 0; i < stages.size(); ++i) readers += (i ? ", " : "") + v + ".tensor(" + quote(stages[i]) + ")";
-      return v + ".pack(" + v + ".tensor(" + quote(stage) + "), " + readers + "}, " + std::to_string(ints[0]) + ", " +
-             std::to_string(ints[1]) + ");";
+      return v + (kind == Pack ? ".pack(" : ".deinterleave(") + v + ".tensor(" + quote(stage) + "), " + readers +
+             "}, " + std::to_string(ints[0]) + ", " + std::to_string(ints[1]) + ");";
     }
     case RewriteLayout:
       return v + ".rewrite_layout(" + v + ".tensor(" + quote(stage) + "), " + std::to_string(ints[0]) + ", " +
