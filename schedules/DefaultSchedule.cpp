@@ -607,7 +607,8 @@ void schedule_conv_nchw_strided(Schedule& s, const std::string& out, const std::
   const OperationNode* op = op_of(s, out);
   const OperationNode* aop = op_of(s, acc);
   int64_t K = op->shape[1], OW = op->shape[3];
-  int64_t nv = std::min<int64_t>((OW + lanes - 1) / lanes, 2), kb = divisor_at_most(K, target.vector_registers / 2 / nv);
+  int64_t nv = std::min<int64_t>((OW + lanes - 1) / lanes, 2);
+  int64_t kb = divisor_at_most(K, target.vector_registers / 2 / nv);
   Tensor input(aop->inputs()[0]), W(aop->inputs()[1]);
   bool padded = aop->inputs()[0]->tag == "pad";
   std::string deint = s.deinterleave(input, {s.tensor(acc)}, 3, column_stride(aop)).name();

@@ -29,9 +29,10 @@ struct Step {
   Kind kind = Split;
   std::string stage;              // the stage acted on (the tensor read, for cache_read, pack and deinterleave)
   std::vector<std::string> axes;  // axes named by the step, in order
-  std::vector<int64_t> ints;      // factor / nparts / pragma value / align factor+offset / pack (rewrite, deinterleave) dim+block
+  // factor / nparts / pragma value / align factor+offset / pack, rewrite_layout and deinterleave dim+block
+  std::vector<int64_t> ints;
   std::string str;                // parent stage, thread tag, pragma key or scope
-  std::vector<std::string> stages;  // cache_read's and pack's readers
+  std::vector<std::string> stages;  // the readers of cache_read, pack and deinterleave
 
   std::string to_json() const;
   static Step from_json(const std::string& text);  // throws tessel::Error naming the problem
