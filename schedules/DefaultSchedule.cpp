@@ -312,7 +312,7 @@ void schedule_conv_nchwc(Schedule& s, const std::string& out, const std::string&
                  : divisor_at_most(OW, pair > 1 ? accumulators(target) / pair : 14);
   if (reg_n < 4 && kb <= lanes) reg_n = std::min<int64_t>(OW, 8);
   bool rows_first = !weights_larger(s, acc);
-  int64_t chunk = rows_first ? 0 : reduction_chunk(s, acc, pair * kb);  // input channel blocks per chunk
+  int64_t chunk = reduction_chunk(s, acc, pair * kb);  // input channel blocks per chunk (0 where rows_first)
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, ko, oh, ow, ki
   auto [koo, koi] = o.split(axes[1], pair);
@@ -497,12 +497,23 @@ void block_nchw_output(Schedule& s, const std::string& out, const std::string& a
   s[acc].compute_at(o, xo);
 }
 
+// Readers of a convolution's weights W (its second input) read them blocked by kb output
+// channels, [K/kb][C][R][S][kb]: rewritten once when they are constant, else packed on each call
+// (one pass over them, against 2 x OH x OW FMAs per weight).
+void block_weights(Schedule& s, const std::string& acc, int64_t kb, bool constant) {
+  Tensor W(op_of(s, acc)->inputs()[1]);
+  if (constant) {
+    s.rewrite_layout(W, 0, kb);
+  } else {
+    Stage p = s[s.pack(W, {s.tensor(acc)}, 0, kb)];
+    p.parallel(p.leaf_axes()[0]);
+  }
+}
+
 // Convolution in NCHW, blocked: the output channels are the vector, as in NHWC and NCHWc.
-// The weights are read blocked by kb channels, [K/kb][C][R][S][kb] (rewritten once when
-// they are constant, else packed on each call: one pass over them, against 2 x OH x OW
-// FMAs per weight). A block of `reg` output columns x kb channels accumulates in
-// registers, stored channels innermost; each input value is one broadcast, whatever the
-// stride. The block is then copied out to the caller's NCHW rows. Channel counts that are
+// The weights are read blocked by kb channels (block_weights). A block of `reg` output
+// columns x kb channels accumulates in registers, stored channels innermost; each input value
+// is one broadcast, whatever the stride. The block is then copied out to the caller's NCHW rows. Channel counts that are
 // not a multiple of the vector keep the columns as the vector (schedule_conv_nchw_columns).
 void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& acc, int lanes, bool constant,
                        const Target& target) {
@@ -511,13 +522,7 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   int64_t kb = K % (2 * lanes) == 0 ? 2 * lanes : lanes;
   int64_t reg = columns_per_block(OW, kb, lanes, target);
   int64_t chunk = reduction_chunk(s, acc, kb);
-  Tensor W(op_of(s, acc)->inputs()[1]);
-  if (constant) {
-    s.rewrite_layout(W, 0, kb);
-  } else {
-    Stage p = s[s.pack(W, {s.tensor(acc)}, 0, kb)];
-    p.parallel(p.leaf_axes()[0]);
-  }
+  block_weights(s, acc, kb, constant);
   auto a = s[acc].leaf_axes();  // n, k, y, x, then the reduction
   s[acc].reorder_storage({a[0], a[2], a[3], a[1]});
   if (!chunk) {
@@ -592,8 +597,8 @@ void schedule_conv_nchw_columns(Schedule& s, const std::string& out, const std::
 }
 
 // A strided convolution of fewer input channels than a vector (the 3-channel stem), its
-// output columns the vector: its input is de-interleaved by the stride, with its padding, in
-// one pass, so that each tap's columns are one contiguous load (a stride-2 load is two loads
+// output columns the vector: its input is de-interleaved by the stride in one pass (the
+// padding inlined into it), so that each tap's columns are one contiguous load (a stride-2 load is two loads
 // and a shuffle, and the shuffles compete with the FMAs for their ports). A block of kb
 // output channels x nv vectors of columns accumulates in registers, each weight one broadcast
 // (the weights blocked by kb channels), and is stored to the caller's rows as it is. In the
@@ -609,17 +614,8 @@ void schedule_conv_nchw_strided(Schedule& s, const std::string& out, const std::
   int64_t K = op->shape[1], OW = op->shape[3];
   int64_t nv = std::min<int64_t>((OW + lanes - 1) / lanes, 2);
   int64_t kb = divisor_at_most(K, target.vector_registers / 2 / nv);
-  Tensor input(aop->inputs()[0]), W(aop->inputs()[1]);
-  bool padded = aop->inputs()[0]->tag == "pad";
-  std::string deint = s.deinterleave(input, {s.tensor(acc)}, 3, column_stride(aop)).name();
-  if (padded) s[input.name()].compute_inline();
-  schedule_injective(s, deint);
-  if (constant) {
-    s.rewrite_layout(W, 0, kb);
-  } else {
-    Stage p = s[s.pack(W, {s.tensor(acc)}, 0, kb)];
-    p.parallel(p.leaf_axes()[0]);
-  }
+  schedule_injective(s, s.deinterleave(Tensor(aop->inputs()[0]), {s.tensor(acc)}, 3, column_stride(aop)).name());
+  block_weights(s, acc, kb, constant);
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, k, y, x
   auto [ko, ki] = o.split(axes[1], kb);
@@ -846,7 +842,7 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
         pad_in_place = true;
       } else if (layout == "NCHW" && column_stride(op) > 1 && input->shape[1] < lanes && op->shape[3] >= lanes) {
         schedule_conv_nchw_strided(s, out, acc, lanes, constant(op->inputs()[1].get()), target);
-        if (input->tag == "pad") done.insert(input->name);
+        pad_in_place = true;  // inlined into the de-interleaved copy
       } else if (layout == "NCHW" && op->shape[1] % lanes == 0 && !short_and_wide(op, lanes)) {
         schedule_conv_nchw(s, out, acc, lanes, constant(op->inputs()[1].get()), target);
         // At a stride the copy is a pass over an input 4x the output's area: ResNet-50's

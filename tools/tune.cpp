@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
     // A 3x3 stride-1 convolution is also tuned by Winograd's algorithm; the deploy lookup
     // builds whichever ran faster.
     for (size_t i = 0, n = tasks.size(); i < n; ++i)
-      if (auto wino = winograd_companion(tasks[i].first, Target::parse(target_text))) {
+      if (auto wino = winograd_companion(tasks[i].first, o.target)) {
         std::fprintf(stderr, "tune: %s is also tuned as %s\n", tasks[i].first.key().c_str(), wino->key().c_str());
         tasks.emplace_back(*wino, tasks[i].second);
       }

@@ -143,6 +143,9 @@ class Schedule {
   const ScheduleState& state() const { return *state_; }
 
  private:
+  // Applies a step that copies `step.stage` for `readers` (cache_read, pack, deinterleave);
+  // returns the copy.
+  Tensor apply_copy(Step step, const std::vector<Tensor>& readers);
   std::unique_ptr<ScheduleState> state_;
 };
 

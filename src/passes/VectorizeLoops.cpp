@@ -192,8 +192,9 @@ class Widen : public IRMutator {
     visit_exprs(b->b, [&](const Expr& e) {
       if (const Load* l = e.as<Load>()) reads_acc |= l->buffer.same_as(st->buffer);
     });
+    if (reads_acc) return Expr();
     Expr f = mutate(b->b);
-    if (reads_acc || f.dtype().is_scalar()) return Expr();
+    if (f.dtype().is_scalar()) return Expr();
     return combine(c, b->a, Call::make(f.dtype().element_of(), Intrinsic::VectorReduce, {f, make_int(int64_t(c))}));
   }
   // A guard on the lane (the tail of a split that does not divide) becomes a predicate

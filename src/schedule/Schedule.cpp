@@ -439,13 +439,29 @@ void do_cache_read(ScheduleState& st, const Step& step) {
   insert_copy(st, step, "cache_read", src, cache, step.str, nullptr);
 }
 
+// The extent of dimension `dim` of a copy's source, checked to exist.
+int64_t copied_extent(const StageState& src, const char* prim, int dim) {
+  int nd = int(src.op->shape.size());
+  TESSEL_USER_CHECK(dim >= 0 && dim < nd, prim, " of '", src.name, "': dim ", dim, " is not a dimension of its ", nd,
+                    "-dimensional shape (use 0..", nd - 1, ")");
+  return src.op->shape[dim];
+}
+
+// A copy's read of src at `idx`, whose index `dim` may run past its extent (the short last
+// block of pack, the short phases of deinterleave): zeros there, and a clamped read that stays
+// in bounds.
+Expr read_or_zero(const StageState& src, std::vector<Expr> idx, int dim, bool may_overrun) {
+  if (!may_overrun) return TensorLoad::make(src.op, idx);
+  Expr x = idx[dim];
+  idx[dim] = min(x, make_int(src.op->shape[dim] - 1));
+  return select(x < make_int(src.op->shape[dim]), TensorLoad::make(src.op, idx), make_const(src.op->dtype, 0));
+}
+
 // The blocked layout of pack and rewrite_layout: src[..., x_dim, ...] lives at
 // copy[x_dim / block, ..., x_dim % block]. Checks dim and block.
 std::vector<int64_t> blocked_shape(const StageState& src, const char* prim, int dim, int64_t block) {
   int nd = int(src.op->shape.size());
-  TESSEL_USER_CHECK(dim >= 0 && dim < nd, prim, " of '", src.name, "': dim ", dim, " is not a dimension of its ", nd,
-                    "-dimensional shape (use 0..", nd - 1, ")");
-  int64_t n = src.op->shape[dim];
+  int64_t n = copied_extent(src, prim, dim);
   TESSEL_USER_CHECK(block >= 1 && block <= n, prim, " of '", src.name, "': block ", block,
                     " must be between 1 and the extent of dimension ", dim, " (", n, ")");
   std::vector<int64_t> shape{(n + block - 1) / block};
@@ -472,15 +488,8 @@ void do_pack(ScheduleState& st, const Step& step) {
   std::vector<IterVar> axes = data_axes(blocked_shape(src, "pack", dim, block));
   std::vector<Expr> v = vars_of(axes), idx;
   Expr x = v.front() * make_int(block) + v.back();
-  int64_t n = src.op->shape[dim];
   for (int d = 0, k = 1; d < int(src.op->shape.size()); ++d) idx.push_back(d == dim ? x : v[k++]);
-  Expr body;
-  if (n % block == 0) {
-    body = TensorLoad::make(src.op, idx);
-  } else {  // the short last block: zeros, and a clamped read that stays in bounds
-    idx[dim] = min(x, make_int(n - 1));
-    body = select(x < make_int(n), TensorLoad::make(src.op, idx), make_const(src.op->dtype, 0));
-  }
+  Expr body = read_or_zero(src, idx, dim, src.op->shape[dim] % block != 0);
   Operation packed = make_compute_op(unique_stage_name(st, src.name + ".pack"), axes, body, "pack");
   insert_copy(st, step, "pack", src, packed, "global", blocked_index(dim, block));
 }
@@ -491,10 +500,7 @@ void do_deinterleave(ScheduleState& st, const Step& step) {
   StageState& src = st.stage(step.stage);
   int dim = int(step.ints.at(0));
   int64_t factor = step.ints.at(1);
-  int nd = int(src.op->shape.size());
-  TESSEL_USER_CHECK(dim >= 0 && dim < nd, "deinterleave of '", src.name, "': dim ", dim,
-                    " is not a dimension of its ", nd, "-dimensional shape (use 0..", nd - 1, ")");
-  int64_t n = src.op->shape[dim];
+  int64_t n = copied_extent(src, "deinterleave", dim);
   TESSEL_USER_CHECK(factor >= 2 && factor <= n, "deinterleave of '", src.name, "': factor ", factor,
                     " must be between 2 and the extent of dimension ", dim, " (", n, ")");
   std::vector<int64_t> shape = src.op->shape;
@@ -505,13 +511,7 @@ void do_deinterleave(ScheduleState& st, const Step& step) {
   Expr x = v[dim + 1] * make_int(factor) + v[dim];
   idx.erase(idx.begin() + dim);
   idx[dim] = x;
-  Expr body;
-  if (n % factor == 0) {
-    body = TensorLoad::make(src.op, idx);
-  } else {  // the phases past the end: zeros, and a clamped read that stays in bounds
-    idx[dim] = min(x, make_int(n - 1));
-    body = select(x < make_int(n), TensorLoad::make(src.op, idx), make_const(src.op->dtype, 0));
-  }
+  Expr body = read_or_zero(src, idx, dim, n % factor != 0);
   Operation copy = make_compute_op(unique_stage_name(st, src.name + ".deint"), axes, body, "deinterleave");
   insert_copy(st, step, "deinterleave", src, copy, "global", [dim, factor](const std::vector<Expr>& i) {
     std::vector<Expr> out = i;
@@ -796,31 +796,24 @@ Schedule Schedule::replay(const std::vector<Tensor>& outputs, const std::vector<
   return s;
 }
 
-Tensor Schedule::cache_read(const Tensor& t, const std::string& scope, const std::vector<Tensor>& readers) {
-  Step st{Step::CacheRead, t.name(), {}, {}, scope, {}};
-  for (auto& r : readers) st.stages.push_back(r.name());
+Tensor Schedule::apply_copy(Step step, const std::vector<Tensor>& readers) {
+  for (auto& r : readers) step.stages.push_back(r.name());
   int before = int(state_->stages.size());
-  apply(st);
-  TESSEL_INTERNAL_CHECK(int(state_->stages.size()) == before + 1, "cache_read added no stage");
-  return Tensor(state_->stages[state_->find_stage(t.name()) + 1].op);
+  apply(step);
+  TESSEL_INTERNAL_CHECK(int(state_->stages.size()) == before + 1, step.to_json(), " added no stage");
+  return Tensor(state_->stages[state_->find_stage(step.stage) + 1].op);  // the copy follows its source
+}
+
+Tensor Schedule::cache_read(const Tensor& t, const std::string& scope, const std::vector<Tensor>& readers) {
+  return apply_copy(Step{Step::CacheRead, t.name(), {}, {}, scope, {}}, readers);
 }
 
 Tensor Schedule::pack(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t block) {
-  Step st{Step::Pack, t.name(), {}, {dim, block}, "", {}};
-  for (auto& r : readers) st.stages.push_back(r.name());
-  int before = int(state_->stages.size());
-  apply(st);
-  TESSEL_INTERNAL_CHECK(int(state_->stages.size()) == before + 1, "pack added no stage");
-  return Tensor(state_->stages[state_->find_stage(t.name()) + 1].op);
+  return apply_copy(Step{Step::Pack, t.name(), {}, {dim, block}, "", {}}, readers);
 }
 
 Tensor Schedule::deinterleave(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t factor) {
-  Step st{Step::Deinterleave, t.name(), {}, {dim, factor}, "", {}};
-  for (auto& r : readers) st.stages.push_back(r.name());
-  int before = int(state_->stages.size());
-  apply(st);
-  TESSEL_INTERNAL_CHECK(int(state_->stages.size()) == before + 1, "deinterleave added no stage");
-  return Tensor(state_->stages[state_->find_stage(t.name()) + 1].op);
+  return apply_copy(Step{Step::Deinterleave, t.name(), {}, {dim, factor}, "", {}}, readers);
 }
 
 Tensor Schedule::rewrite_layout(const Tensor& t, int dim, int64_t block) {
