@@ -513,8 +513,9 @@ void block_weights(Schedule& s, const std::string& acc, int64_t kb, bool constan
 // Convolution in NCHW, blocked: the output channels are the vector, as in NHWC and NCHWc.
 // The weights are read blocked by kb channels (block_weights). A block of `reg` output
 // columns x kb channels accumulates in registers, stored channels innermost; each input value
-// is one broadcast, whatever the stride. The block is then copied out to the caller's NCHW rows. Channel counts that are
-// not a multiple of the vector keep the columns as the vector (schedule_conv_nchw_columns).
+// is one broadcast, whatever the stride. The block is then copied out to the caller's NCHW
+// rows. Channel counts that are not a multiple of the vector keep the columns as the vector
+// (schedule_conv_nchw_columns).
 void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& acc, int lanes, bool constant,
                        const Target& target) {
   const OperationNode* op = op_of(s, out);
