@@ -186,6 +186,13 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     s[st].parallel(fused);
     return fused.name;
   };
+  // Each parallel iteration prefetches the rewritten weights that the next one reads (see
+  // Stage::prefetch): at inference they come from memory, where the first reads of each
+  // tile would otherwise wait for them.
+  auto prefetch_weights = [&](const std::string& st, const std::string& par, const std::vector<Tensor>& weights) {
+    if (par.empty()) return;
+    for (auto& w : weights) s[st].prefetch(w, Axis(par));
+  };
   // Loop `axis` of stage `st`, or the parallel loop `par` it was fused into.
   auto unfused = [&](const std::string& st, const std::string& axis, const std::string& par) {
     const StageState& ss = s.state().stage(st);
@@ -312,6 +319,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       rf.push_back(fuse_image ? tr.tile(iv.extent(), 1, iv.extent(), iv.extent()) : tr.tile(iv.extent(), 1, 64));
     // Inputs read along the vector axis (see blockable_inputs): copied into blocks of the
     // innermost one or two tile levels of that axis.
+    std::vector<Tensor> rewritten;
     for (auto& [input, dim] : fuse_image ? std::vector<std::pair<Operation, int>>()
                                          : blockable_inputs(op, op->axis[v].var(), lanes, constants_)) {
       int64_t pick = tr.choice(3);  // 0: read in place; 1: block = S3; 2: block = S2*S3
@@ -320,6 +328,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       if (block < lanes) continue;  // a block narrower than a vector gains nothing
       if (constant_input(input.get(), constants_)) {
         s.rewrite_layout(Tensor(input), dim, block);
+        rewritten.push_back(Tensor(input));
         continue;
       }
       std::string packed = s.pack(Tensor(input), {s.tensor(m)}, dim, block).name();
@@ -358,13 +367,16 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       int64_t level = 1 + tr.choice(2);
       if (micro) level = 2;  // still drawn above, so a mutation to another form keeps its place
       std::string par = parallel_outer(outer, o0);
+      prefetch_weights(outer, par, rewritten);
       std::string at = unfused(outer, level == 1 ? o0.back() : o1.back(), par);
       if (axis_extent(s, outer, o2.back()) <= 64 && axis_extent(s, outer, o2.back()) > 1) s[outer].vectorize(o2.back());
       s[m].compute_at(s[outer], at);
     } else {
       std::vector<std::string> s0;
       for (auto& x : sl) s0.push_back(x[0]);
-      pack_at = unfused(m, pack_at, parallel_outer(m, s0));
+      std::string par = parallel_outer(m, s0);
+      prefetch_weights(m, par, rewritten);
+      pack_at = unfused(m, pack_at, par);
     }
     for (auto& p : packs)  // a pack of this stage may go inside its outermost tile loops
       if (p.reader == m && p.at.empty()) p.at = pack_at;

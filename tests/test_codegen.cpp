@@ -87,8 +87,8 @@ TEST(CodeGen, DumpIrAfterEveryPass) {
   };
   lower(s, {A, B, Y}, "k", o);
   EXPECT_EQ(passes, (std::vector<std::string>{"make_loop_nest", "simplify", "remove_true_guards", "storage_flatten",
-                                              "vectorize_loops", "unroll_loops", "simplify", "place_skippable_guards",
-                                              "storage_rewrite"}));
+                                              "vectorize_loops", "inject_prefetch", "unroll_loops", "simplify",
+                                              "place_skippable_guards", "storage_rewrite"}));
 }
 
 TEST(CodeGen, ExportSharedLibraryWithHeader) {

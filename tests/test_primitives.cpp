@@ -502,3 +502,29 @@ TEST(Steps, BadJsonIsAClearError) {
   EXPECT_NE(msg("[[\"split\", \"C\", \"i\", \"4\"]]").find("element 3 must be an integer"), std::string::npos);
   EXPECT_NE(msg("[[\"split\", ").find("not valid JSON"), std::string::npos);
 }
+
+// Each block of 16 columns prefetches the next block's panel of the rewritten B (24 rows of
+// 16 floats, 24 lines) while it runs, spread over its 40 x 24 iterations of (i, k): one line
+// each run of 32 of them.
+TEST(Primitives, PrefetchFetchesWhatTheNextIterationReads) {
+  Mm m(40, 64, 24);
+  Schedule s({m.C});
+  s.rewrite_layout(m.B, 1, 16);
+  auto [jo, ji] = s[m.C].split("j", 16);
+  s[m.C].reorder({jo, "i", "k", ji});
+  s[m.C].vectorize(ji);
+  s[m.C].prefetch(m.B, jo);
+  m.check(s);
+  std::string ir = lower(s, {m.A, m.B, m.C}).str();
+  EXPECT_NE(ir.find("prefetch(B[(((j.outer*384) + ((((i*24) + k)/32)*16)) + 384)])"), std::string::npos) << ir;
+  EXPECT_NE(build(s, {m.A, m.B, m.C}).llvm_ir().find("@llvm.prefetch"), std::string::npos);
+  EXPECT_NE(s.to_cpp().find(R"(s["C"].prefetch(s.tensor("B"), "j.outer", 1);)"), std::string::npos) << s.to_cpp();
+  m.check(Schedule::replay({m.C}, steps_from_json(steps_to_json(s.steps()))));
+
+  ref::expect_error([&] { s[m.C].prefetch(m.B, jo, 0); }, {"prefetch", "1 or more iterations ahead"});
+  ref::expect_error([&] { s[m.C].prefetch(placeholder({2}, float32, "X"), jo); }, {"prefetch", "no tensor 'X'"});
+  Schedule t({m.C});
+  t[m.C].prefetch(m.A, "i");  // a GPU kernel stages its reads in shared memory instead
+  ref::expect_error([&] { build(t, {m.A, m.B, m.C}, {.target = Target::parse("opencl")}); },
+                    {"loop 'i' prefetches", "only CPU targets"});
+}

@@ -68,6 +68,13 @@ class Stage {
   // pragma("auto_unroll_max_step", 64): unroll every loop nest under `axis` whose total
   // trip count is at most the value.
   void pragma(const Axis& axis, const std::string& key, int64_t value);
+  // prefetch(B, axis, 1): while iteration `axis` = v runs, the cache lines of B that
+  // iteration v + offset reads are prefetched, spread evenly over the iterations of the
+  // innermost serial loop around the reads (CPU targets). Data that an iteration streams from
+  // memory then arrives during the iteration before, while that one computes: BERT's GEMM
+  // blocks each read a weight panel of 96-384 KB, which the first of their 16 strips of
+  // rows otherwise waits for.
+  void prefetch(const Tensor& t, const Axis& axis, int64_t offset = 1);
   void compute_at(const Stage& parent, const Axis& axis);
   void compute_inline();
   void compute_root();

@@ -8,6 +8,7 @@
 //   ["fuse", stage, [axes...]]              ["reorder", stage, [axes...]]
 //   ["vectorize"|"unroll"|"parallel", stage, axis]
 //   ["bind", stage, axis, thread_tag]       ["pragma", stage, axis, key, value]
+//   ["prefetch", stage, axis, tensor, offset]
 //   ["compute_at", stage, parent, axis]     ["compute_inline", stage]  ["compute_root", stage]
 //   ["storage_align", stage, axis, factor, offset]
 //   ["cache_read", tensor, scope, [readers...]]  ["cache_write", stage, scope]
@@ -24,14 +25,15 @@ struct Step {
   enum Kind {
     Split, SplitNParts, Fuse, Reorder, Vectorize, Unroll, Parallel, Bind, Pragma,
     ComputeAt, ComputeInline, ComputeRoot, StorageAlign, CacheRead, CacheWrite, RFactor, Pack,
-    RewriteLayout, ReorderStorage, Deinterleave
+    RewriteLayout, ReorderStorage, Deinterleave, Prefetch
   };
   Kind kind = Split;
   std::string stage;              // the stage acted on (the tensor read, for cache_read, pack and deinterleave)
   std::vector<std::string> axes;  // axes named by the step, in order
-  // factor / nparts / pragma value / align factor+offset / pack, rewrite_layout and deinterleave dim+block
+  // factor / nparts / pragma value / align factor+offset / pack, rewrite_layout and deinterleave dim+block /
+  // prefetch offset
   std::vector<int64_t> ints;
-  std::string str;                // parent stage, thread tag, pragma key or scope
+  std::string str;                // parent stage, thread tag, pragma key, scope or the tensor prefetched
   std::vector<std::string> stages;  // the readers of cache_read, pack and deinterleave
 
   std::string to_json() const;

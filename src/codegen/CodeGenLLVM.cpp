@@ -307,6 +307,7 @@ class CodeGen {
   }
 
   llvm::Value* call(const Call* c) {
+    if (c->op == Intrinsic::Prefetch) return prefetch(c->args[0].as<Load>());
     DType t = c->type;
     std::vector<llvm::Value*> args;
     for (auto& a : c->args) args.push_back(emit(a));
@@ -325,6 +326,17 @@ class CodeGen {
       return b_.CreateFPTrunc(call_f(c->op, float32.with_lanes(t.lanes), args), type(t));
     }
     return call_f(c->op, t, args);
+  }
+
+  // A read (for reading, kept in every cache level) of the line holding the element a Load
+  // would read. The address may lie past the buffer (the iteration after the last one):
+  // a prefetch never faults, so it is computed without LLVM's in-bounds promise.
+  llvm::Value* prefetch(const Load* l) {
+    TESSEL_INTERNAL_CHECK(l && vars_.count(l->buffer.get()) && l->type.is_scalar(), "prefetch of a scalar Load");
+    llvm::Value* p = b_.CreateGEP(mem_type(buffer_type_.at(l->buffer.get())), vars_.at(l->buffer.get()),
+                                  b_.CreateSExt(emit(l->index), b_.getInt64Ty()));
+    b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()}, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+    return b_.getInt32(0);
   }
 
   // A checked build's read: where the guard holds and the index (any lane of it) is outside

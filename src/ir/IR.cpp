@@ -225,6 +225,7 @@ const char* intrinsic_name(Intrinsic op) {
     case Intrinsic::ShuffleXor: return "shuffle_xor";
     case Intrinsic::CheckIndex: return "check_index";
     case Intrinsic::VectorReduce: return "vector_reduce";
+    case Intrinsic::Prefetch: return "prefetch";
   }
   return "?";
 }

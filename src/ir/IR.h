@@ -159,7 +159,8 @@ struct Select : ExprNode {
 //    outside [0, extent), the program stops with the function's message `id`.
 enum class Intrinsic : uint8_t {
   Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Erf, Abs, Pow, Floor, Ceil, Skippable,
-  ThreadIndex, Barrier, ThreadAllReduce, ShuffleXor, CheckIndex, VectorReduce
+  ThreadIndex, Barrier, ThreadAllReduce, ShuffleXor, CheckIndex, VectorReduce,
+  Prefetch  // of the cache line its one argument, a Load, would read (no value, never a fault)
 };
 const char* intrinsic_name(Intrinsic op);
 
@@ -350,6 +351,9 @@ struct AttrStmt : StmtNode {
       : StmtNode(NodeKind::AttrStmt), key(std::move(k)), value(v), body(std::move(b)) {}
   static Stmt make(std::string key, int64_t value, Stmt body);
 };
+// The AttrStmt key of a loop whose iterations prefetch what the iteration `value` ahead reads
+// of a buffer: kPrefetchKey + buffer + "@" + the loop's variable (Stage::prefetch, inject_prefetch).
+inline constexpr const char* kPrefetchKey = "prefetch:";
 
 #undef TESSEL_NODE
 

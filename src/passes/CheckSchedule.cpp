@@ -58,6 +58,10 @@ void check_schedule(const ScheduleState& st, const Target& target) {
                       "': unknown storage scope '", s.scope, "'; the scopes are \"global\", \"shared\" (one "
                       "buffer per GPU thread block) and \"local\" (per thread, in registers)");
     if (s.is_placeholder() || s.attach == StageState::Inline) continue;
+    for (auto& a : s.axes)
+      TESSEL_USER_CHECK(a.prefetches.empty() || !target.is_gpu(), "stage '", s.name, "': loop '", a.name,
+                        "' prefetches, which only CPU targets do; a GPU kernel stages its reads through "
+                        "cache_read(..., \"shared\", ...) instead");
     if (target.is_gpu()) {
       check_gpu_stage(st, s, target);
       continue;

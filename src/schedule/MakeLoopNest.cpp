@@ -58,6 +58,7 @@ class NestBuilder {
     }
     Stmt s = For::make(a.var, make_int(0), make_int(n.axis_ext[axis]), a.annotation, body, a.thread_tag);
     for (auto& [key, value] : a.pragmas) s = AttrStmt::make(key, value, s);
+    for (auto& [read, offset] : a.prefetches) s = AttrStmt::make(kPrefetchKey + read + "@" + a.var.name(), offset, s);
     return s;
   }
 

@@ -708,6 +708,22 @@ void apply_step(ScheduleState& st, const Step& step) {
       s.transformed = true;
       break;
     }
+    case Step::Prefetch: {
+      StageState& s = schedulable(st, step.stage, "prefetch");
+      int a = leaf_axis(s, step.axes.at(0), "prefetch");
+      TESSEL_USER_CHECK(step.ints.size() == 1 && step.ints[0] >= 1, "prefetch: stage '", s.name, "' loop '",
+                        step.axes[0], "': the offset must be 1 or more iterations ahead, not ",
+                        step.ints.empty() ? 0 : step.ints[0]);
+      // A rewritten input is read through its rewritten copy.
+      std::string read = step.str;
+      for (auto& r : st.rewrites)
+        if (r.source == read) read = r.rewritten;
+      TESSEL_USER_CHECK(st.find_stage(read) >= 0, "prefetch: stage '", s.name, "': no tensor '", step.str,
+                        "' in this computation; its tensors are ", st.stage_list());
+      s.axes[a].prefetches.emplace_back(read, step.ints[0]);
+      s.transformed = true;
+      break;
+    }
     case Step::ComputeAt: {
       StageState& s = schedulable(st, step.stage, "compute_at");
       do_compute_at(st, s, step.str, step.axes.at(0));
@@ -878,6 +894,9 @@ void Stage::parallel(const Axis& a) { apply(Step{Step::Parallel, "", {a.name}, {
 void Stage::bind(const Axis& a, const std::string& tag) { apply(Step{Step::Bind, "", {a.name}, {}, tag, {}}); }
 void Stage::pragma(const Axis& a, const std::string& key, int64_t v) {
   apply(Step{Step::Pragma, "", {a.name}, {v}, key, {}});
+}
+void Stage::prefetch(const Tensor& t, const Axis& a, int64_t offset) {
+  apply(Step{Step::Prefetch, "", {a.name}, {offset}, t.name(), {}});
 }
 void Stage::compute_at(const Stage& parent, const Axis& a) {
   apply(Step{Step::ComputeAt, "", {a.name}, {}, parent.name(), {}});

@@ -19,6 +19,7 @@ struct AxisState {
   ForKind annotation = ForKind::Serial;
   std::string thread_tag;
   std::vector<std::pair<std::string, int64_t>> pragmas;
+  std::vector<std::pair<std::string, int64_t>> prefetches;  // the stage whose buffer is prefetched, offset
 };
 
 struct Relation {

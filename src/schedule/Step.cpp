@@ -21,7 +21,7 @@ constexpr KindName kKinds[] = {
     {Step::ComputeRoot, "compute_root"}, {Step::StorageAlign, "storage_align"},
     {Step::CacheRead, "cache_read"}, {Step::CacheWrite, "cache_write"}, {Step::RFactor, "rfactor"},
     {Step::Pack, "pack"}, {Step::RewriteLayout, "rewrite_layout"}, {Step::ReorderStorage, "reorder_storage"},
-    {Step::Deinterleave, "deinterleave"},
+    {Step::Deinterleave, "deinterleave"}, {Step::Prefetch, "prefetch"},
 };
 
 const char* kind_name(Step::Kind k) {
@@ -43,7 +43,8 @@ json to_j(const Step& s) {
     case Step::Parallel:
     case Step::RFactor: j.push_back(s.axes.at(0)); break;
     case Step::Bind: j.push_back(s.axes.at(0)), j.push_back(s.str); break;
-    case Step::Pragma: j.push_back(s.axes.at(0)), j.push_back(s.str), j.push_back(s.ints.at(0)); break;
+    case Step::Pragma:
+    case Step::Prefetch: j.push_back(s.axes.at(0)), j.push_back(s.str), j.push_back(s.ints.at(0)); break;
     case Step::ComputeAt: j.push_back(s.str), j.push_back(s.axes.at(0)); break;
     case Step::ComputeInline:
     case Step::ComputeRoot: break;
@@ -105,7 +106,8 @@ Step from_j(const json& j) {
     case Step::Parallel:
     case Step::RFactor: need(3), s.axes = {str(2)}; break;
     case Step::Bind: need(4), s.axes = {str(2)}, s.str = str(3); break;
-    case Step::Pragma: need(5), s.axes = {str(2)}, s.str = str(3), s.ints = {num(4)}; break;
+    case Step::Pragma:
+    case Step::Prefetch: need(5), s.axes = {str(2)}, s.str = str(3), s.ints = {num(4)}; break;
     case Step::ComputeAt: need(4), s.str = str(2), s.axes = {str(3)}; break;
     case Step::ComputeInline:
     case Step::ComputeRoot: need(2); break;
@@ -158,6 +160,9 @@ std::string Step::to_cpp(const std::string& v) const {
     case Parallel: return s + ".parallel(" + quote(axes[0]) + ");";
     case Bind: return s + ".bind(" + quote(axes[0]) + ", " + quote(str) + ");";
     case Pragma: return s + ".pragma(" + quote(axes[0]) + ", " + quote(str) + ", " + std::to_string(ints[0]) + ");";
+    case Prefetch:
+      return s + ".prefetch(" + v + ".tensor(" + quote(str) + "), " + quote(axes[0]) + ", " + std::to_string(ints[0]) +
+             ");";
     case ComputeAt: return s + ".compute_at(" + v + "[" + quote(str) + "], " + quote(axes[0]) + ");";
     case ComputeInline: return s + ".compute_inline();";
     case ComputeRoot: return s + ".compute_root();";
