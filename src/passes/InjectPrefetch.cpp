@@ -36,7 +36,10 @@ class ReadFinder : public IRVisitor {
     loops_.pop_back();
   }
   void visit_node(const Load* op, const Expr& e) override {
-    if (op->buffer.name() == buffer_) reads.push_back({op->index, loops_}), var = op->buffer, type = op->type.element_of();
+    if (op->buffer.name() == buffer_) {
+      reads.push_back({op->index, loops_});
+      var = op->buffer, type = op->type.element_of();
+    }
     IRVisitor::visit_node(op, e);
   }
 
@@ -111,9 +114,20 @@ class Injector : public IRMutator {
     ReadFinder finder(buffer);
     finder.visit(loop->body);
     TESSEL_USER_CHECK(!finder.reads.empty(), "prefetch at loop '", name, "': nothing inside it reads '", buffer, "'");
+    auto [start, elements] = iteration_range(loop, finder, buffer);
+    int64_t line_elems = std::max<int64_t>(1, kLineBytes / finder.type.bytes());
+    // A range that does not start a line (buffers start at one) ends in one line more.
+    int64_t lines = (elements * finder.type.bytes() + kLineBytes - 1) / kLineBytes +
+                    (known_multiple(start, line_elems) ? 0 : 1);
+    Expr ahead = simplify(substitute(start, loop->var, Expr(loop->var) + make_int(offset)));
+    return spread(body, loop, finder, ahead, lines, line_elems);
+  }
 
-    // The range of elements one iteration reads, found at iterations 0 and 1 with every
-    // loop inside at its full range and every loop outside at 0.
+  // The first element one iteration of `loop` reads, as a function of its variable, and how
+  // many elements from there it reads: found at iterations 0 and 1, with every loop inside
+  // at its full range and every loop outside at 0.
+  std::pair<Expr, int64_t> iteration_range(const For* loop, const ReadFinder& finder, const std::string& buffer) {
+    const std::string& name = loop->var.name();
     BoundsMap inner;
     for (auto& r : finder.reads)
       for (const For* f : r.loops) {
@@ -126,7 +140,7 @@ class Injector : public IRMutator {
       return simplify(substitute(e, point));
     };
     int64_t lo[2], hi[2];
-    Expr start;  // the first element read, a function of the loop's variable
+    Expr start;
     for (int p = 0; p < 2; ++p) {
       lo[p] = ConstInterval::kPosInf, hi[p] = ConstInterval::kNegInf;
       for (auto& r : finder.reads) {
@@ -149,14 +163,14 @@ class Injector : public IRMutator {
                         "': the reads of '", buffer, "' in one iteration do not start at its first read; prefetch "
                         "a loop whose iterations read one ascending range each");
     }
-    int64_t bytes = std::max(hi[0] - lo[0], hi[1] - lo[1]) + 1;
-    bytes *= finder.type.bytes();
-    int64_t line_elems = std::max<int64_t>(1, kLineBytes / finder.type.bytes());
-    // A range that does not start a line (buffers start at one) ends in one line more.
-    int64_t lines = (bytes + kLineBytes - 1) / kLineBytes + (known_multiple(start, line_elems) ? 0 : 1);
+    return {start, std::max(hi[0] - lo[0], hi[1] - lo[1]) + 1};
+  }
 
-    // The innermost serial loop around every read; its iterations, counted through the loops
-    // above it, share the lines.
+  // Prefetches of `lines` lines from `ahead` on, spread over the iterations of the innermost
+  // serial loop around every read, counted through the loops above it.
+  Stmt spread(const Stmt& body, const For* loop, const ReadFinder& finder, const Expr& ahead, int64_t lines,
+              int64_t line_elems) {
+    const std::string& name = loop->var.name();
     std::vector<const For*> common = finder.reads[0].loops;
     for (auto& r : finder.reads) {
       size_t n = 0;
@@ -176,7 +190,6 @@ class Injector : public IRMutator {
     // of 2^shift iterations (as many as keep every line covered) fetches one.
     int64_t per = (lines + count - 1) / count, shift = 0;
     while (count >> (shift + 1) >= lines) ++shift;
-    Expr ahead = simplify(substitute(start, loop->var, Expr(loop->var) + make_int(offset)));
     Expr first_line = shift ? iter / make_int(int64_t(1) << shift) : iter * make_int(per);
     auto fetch = [&](const Expr& line) {
       Expr addr = simplify(ahead + line * make_int(line_elems));
