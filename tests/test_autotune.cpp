@@ -12,6 +12,7 @@
 #include "autotune/CostModel.h"
 #include "autotune/Features.h"
 #include "autotune/Records.h"
+#include "autotune/TaskState.h"
 #include "autotune/SearchSpace.h"
 #include "autotune/Tracer.h"
 #include "passes/Lower.h"
@@ -1082,4 +1083,25 @@ TEST(Autotune, BadOptionsAreClearErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown operator 'gemm'; known operators: matmul"), std::string::npos);
   }
+}
+
+// A candidate that would unroll into thousands of statements is not worth building (see
+// kMaxUnrolledStatements): the search scores it nothing, as it does one that does not lower.
+TEST(Autotune, CandidatesUnrollingPastTheBudgetAreNotScored) {
+  Workload w = make_workload("matmul", {{"M", 64}, {"N", 64}, {"K", 64}});
+  Schedule s({w.outputs});
+  Stage c = s[w.outputs[0]];
+  auto [jo, ji] = c.split("j", 16);
+  c.reorder({"i", jo, "k", ji});
+  c.vectorize(ji);
+  std::vector<Step> small = s.steps();
+  c.unroll("k");
+  c.unroll(jo);  // 4 x 64 vector statements a row: within the budget
+  std::vector<Step> within = s.steps();
+  c.unroll("i");  // 64 x 256: past it
+  std::vector<Step> past = s.steps();
+  auto rows = program_features_of(w, Target::host(), {&small, &within, &past});
+  EXPECT_FALSE(rows[0].empty());
+  EXPECT_FALSE(rows[1].empty());
+  EXPECT_TRUE(rows[2].empty());
 }

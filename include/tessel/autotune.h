@@ -122,7 +122,8 @@ struct TaskResult {
   std::string task, key;
   TimeSpent time;
   int trials = 0, errors = 0;
-  int rejected = 0;        // candidates not valid on the target (never run, never a trial)
+  // Candidates not valid on the target, or unrolling past 2,048 statements: never run, never a trial.
+  int rejected = 0;
   bool estimated = false;  // GPU without a device: every cost is the static model's estimate
   std::string device;      // where the candidates ran (GPU targets)
   double best_seconds = 0, best_gflops = 0;
