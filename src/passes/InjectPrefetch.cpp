@@ -78,9 +78,6 @@ class Replace : public IRMutator {
 };
 
 class Injector : public IRMutator {
- public:
-  explicit Injector(const std::map<std::string, std::string>& buffer_of) : buffer_of_(buffer_of) {}
-
  protected:
   Stmt visit(const For* op, const Stmt& s) override {
     outer_.push_back(op->var);
@@ -93,9 +90,8 @@ class Injector : public IRMutator {
     std::string key = op->key;
     if (key.rfind(kPrefetchKey, 0) != 0) return IRMutator::visit(op, s);
     size_t at = key.rfind('@');
-    std::string stage = key.substr(std::string(kPrefetchKey).size(), at - std::string(kPrefetchKey).size());
-    auto it = buffer_of_.find(stage);
-    return inject(mutate(op->body), it == buffer_of_.end() ? stage : it->second, key.substr(at + 1), op->value);
+    size_t from = std::string(kPrefetchKey).size();
+    return inject(mutate(op->body), key.substr(from, at - from), key.substr(at + 1), op->value);
   }
 
  private:
@@ -206,14 +202,13 @@ class Injector : public IRMutator {
     return Replace(at, with).mutate(body);
   }
 
-  const std::map<std::string, std::string>& buffer_of_;
   std::vector<Var> outer_;
 };
 
 }  // namespace
 
-Stmt inject_prefetch(const Stmt& s, const std::map<std::string, std::string>& buffer_of) {
-  return Injector(buffer_of).mutate(s);
+Stmt inject_prefetch(const Stmt& s) {
+  return Injector().mutate(s);
 }
 
 }  // namespace tessel

@@ -90,9 +90,7 @@ LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& arg
   };
   std::vector<std::string> index_errors;
   Stmt s = lower_loops(st, out.args, target, log, opts.check_bounds ? &index_errors : nullptr);
-  std::map<std::string, std::string> buffer_of;
-  for (auto& a : out.args) buffer_of[a.op->name] = a.buffer.name();
-  s = inject_prefetch(s, buffer_of);
+  s = inject_prefetch(s);
   log("inject_prefetch", s);
   s = unroll_loops(s);
   log("unroll_loops", s);

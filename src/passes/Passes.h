@@ -32,9 +32,8 @@ Stmt remove_true_guards(const Stmt& s);
 // Vectorized loops -> Ramp/Broadcast vector code.
 Stmt vectorize_loops(const Stmt& s);
 // Loops marked by Stage::prefetch -> prefetches of what the iterations ahead read, spread over
-// the inner loops. `buffer_of` names the buffer of a stage where it is not the stage's name
-// (a kernel argument's).
-Stmt inject_prefetch(const Stmt& s, const std::map<std::string, std::string>& buffer_of);
+// the inner loops.
+Stmt inject_prefetch(const Stmt& s);
 // Unrolled loops and loops under pragma auto_unroll_max_step -> straight-line code.
 Stmt unroll_loops(const Stmt& s);
 // What code becomes once unroll_loops has run, for the passes that price or describe it

@@ -714,10 +714,10 @@ void apply_step(ScheduleState& st, const Step& step) {
       TESSEL_USER_CHECK(step.ints.size() == 1 && step.ints[0] >= 1, "prefetch: stage '", s.name, "' loop '",
                         step.axes[0], "': the offset must be 1 or more iterations ahead, not ",
                         step.ints.empty() ? 0 : step.ints[0]);
-      // A rewritten input is read through its rewritten copy.
+      // A rewritten input's copy is the kernel argument named after the input.
       std::string read = step.str;
       for (auto& r : st.rewrites)
-        if (r.source == read) read = r.rewritten;
+        if (r.rewritten == read) read = r.source;
       TESSEL_USER_CHECK(st.find_stage(read) >= 0, "prefetch: stage '", s.name, "': no tensor '", step.str,
                         "' in this computation; its tensors are ", st.stage_list());
       s.axes[a].prefetches.emplace_back(read, step.ints[0]);

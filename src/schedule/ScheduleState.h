@@ -19,7 +19,7 @@ struct AxisState {
   ForKind annotation = ForKind::Serial;
   std::string thread_tag;
   std::vector<std::pair<std::string, int64_t>> pragmas;
-  std::vector<std::pair<std::string, int64_t>> prefetches;  // the stage whose buffer is prefetched, offset
+  std::vector<std::pair<std::string, int64_t>> prefetches;  // the buffer prefetched (a stage's name), offset
 };
 
 struct Relation {
