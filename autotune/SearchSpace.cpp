@@ -6,6 +6,29 @@
 #include "autotune/Tracer.h"
 
 namespace tessel::autotune {
+namespace {
+
+// The axes of `op` its selects compare with a constant, as `i == c` or `i % m == c`.
+std::vector<std::pair<std::string, int64_t>> constant_row_axes(const OperationNode* op) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  visit_exprs(op->body, [&](const Expr& e) {
+    const Select* sel = e.as<Select>();
+    const EQ* eq = sel ? sel->cond.as<EQ>() : nullptr;
+    if (!eq || !is_const_int(eq->b)) return;
+    Expr v = eq->a;
+    int64_t mod = 0;
+    if (const Mod* m = v.as<Mod>()) {
+      if (!is_const_int(m->b, &mod)) return;
+      v = m->a;
+    }
+    for (auto& iv : op->axis)
+      if (v.same_as(iv.var()) && std::find(out.begin(), out.end(), std::make_pair(iv.name(), mod)) == out.end())
+        out.emplace_back(iv.name(), mod);
+  });
+  return out;
+}
+
+}  // namespace
 
 SearchSpace::SearchSpace(const Workload& w, const Target& t)
     : w_(w), target_(t), constants_(w.constants.begin(), w.constants.end()) {
@@ -33,8 +56,37 @@ SearchSpace::SearchSpace(const Workload& w, const Target& t)
       for (auto& iv : op->reduce_axis) red *= iv.extent();
       in.needs_rfactor = in.reduce && !in.multi_level_tiling && op->reduce_axis.size() == 1 &&
                          space <= 16 * t.num_cores && red > 64;
+      if (!in.reduce) in.row_axes = constant_row_axes(op);
     }
     info_.push_back(in);
+  }
+  // An element-wise reader indexing a producer's row dimension with one of its own axes picks
+  // the rows through that axis: it is unrolled too, or a producer computed inside its loop
+  // keeps the selects (Winograd's input transform reads the row transform's rows along its
+  // second axis).
+  for (size_t i = 0; i < info_.size(); ++i) {
+    if (info_[i].row_axes.empty()) continue;
+    const OperationNode* producer = st.stages[i].op.get();
+    for (auto& reader : st.readers(info_[i].name)) {
+      StageInfo& r = *std::find_if(info_.begin(), info_.end(), [&](auto& x) { return x.name == reader; });
+      const OperationNode* rop = st.stage(reader).op.get();
+      if (r.reduce) continue;  // a reduction reads them at the root (see generate_cpu)
+      for (auto& [axis, mod] : info_[i].row_axes) {
+        size_t dim = 0;
+        while (dim < producer->axis.size() && producer->axis[dim].name() != axis) ++dim;
+        visit_exprs(rop->body, [&](const Expr& e) {
+          const TensorLoad* l = e.as<TensorLoad>();
+          if (!l || l->op.get() != producer || dim >= l->indices.size()) return;
+          Expr v = l->indices[dim];
+          int64_t m = mod;
+          if (const Mod* x = v.as<Mod>(); x && mod == 0 && is_const_int(x->b, &m)) v = x->a;
+          for (auto& iv : rop->axis)
+            if (v.same_as(iv.var()) && std::find(r.row_axes.begin(), r.row_axes.end(), std::make_pair(iv.name(), m)) ==
+                                           r.row_axes.end())
+              r.row_axes.emplace_back(iv.name(), m);
+        });
+      }
+    }
   }
   // Fusion of an element-wise output consumer (after inlining cheap stages between).
   for (auto& in : info_) {

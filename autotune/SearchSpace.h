@@ -58,6 +58,9 @@ class SearchSpace {
     std::string fused_consumer;     // element-wise output consumer tiled together with it
     bool fused_into_producer = false;
     bool needs_rfactor = false;
+    // Axes that pick a row of a constant matrix (`select(i == 0, row 0, select(i == 1, ...))`,
+    // Winograd's transforms), each with the modulus it is read under (0: the axis itself).
+    std::vector<std::pair<std::string, int64_t>> row_axes;
   };
   const std::vector<StageInfo>& stages() const { return info_; }
 

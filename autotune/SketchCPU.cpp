@@ -198,6 +198,31 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     const StageState& ss = s.state().stage(st);
     return ss.find_axis(axis) >= 0 && ss.leaf_position(ss.find_axis(axis)) < 0 ? par : axis;
   };
+  // The loops of a stage's spatial axes `sp` but the last that pick rows of a constant matrix
+  // (StageInfo::row_axes; an axis read modulo m is split by m first), taken out of `sp` and
+  // unrolled: each copy then computes one row's sum, its selects folded away. Left to the
+  // search, Winograd's transforms were rolled loops over chains of six selects that computed
+  // every row for each, 5-40x slower than the default kernel and the slowest candidates to
+  // build (Ansor unrolls the loops over constant matrices too).
+  auto take_row_loops = [&](const std::string& st, std::vector<std::string>& sp) {
+    std::vector<std::string> rows;
+    auto in = std::find_if(info_.begin(), info_.end(), [&](const StageInfo& i) { return i.name == st; });
+    if (in == info_.end() || sp.size() < 2) return rows;
+    for (auto& [axis, mod] : in->row_axes) {
+      auto it = std::find(sp.begin(), sp.end() - 1, axis);
+      if (it == sp.end() - 1) continue;
+      if (mod > 0) {
+        auto [o, i] = s[st].split(axis, mod);
+        *it = o.name;
+        rows.push_back(i.name);
+      } else {
+        sp.erase(it);
+        rows.push_back(axis);
+      }
+    }
+    for (auto& r : rows) s[st].unroll(r);
+    return rows;
+  };
   // A root stage without reuse: outer spatial loops parallel, inner one in vector lanes.
   auto simple_root = [&](const std::string& st, bool allow_parallel) {
     const StageState& ss = s.state().stage(st);
@@ -206,6 +231,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     for (auto& iv : op->axis) sp.push_back(iv.name());
     std::vector<std::string> red;
     for (auto& iv : op->reduce_axis) red.push_back(iv.name());
+    std::vector<std::string> rows = take_row_loops(st, sp);
     std::string last = sp.back();
     int64_t ext = axis_extent(s, st, last);
     int64_t vec = std::min<int64_t>(ext, std::vector<int64_t>{1, lanes / 2, lanes, 2 * lanes}[tr.choice(4)]);
@@ -220,6 +246,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     }
     std::vector<Axis> order(outer.begin(), outer.end());
     for (auto& r : red) order.push_back(r);
+    for (auto& r : rows) order.push_back(r);
     if (!inner.empty()) order.push_back(inner);
     s[st].reorder(order);
     if (allow_parallel) parallel_outer(st, outer);
@@ -437,12 +464,22 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     // a loop that encloses every stage reading it.
     std::vector<std::string> readers = s.state().effective_readers(in.name);
     std::vector<std::pair<std::string, std::string>> places;
-    for (auto& r : readers)
+    for (auto& r : readers) {
+      // A constant-matrix transform goes inside no reduction's loops: all of them but the
+      // reduction's own run over outputs that read the same transformed data (Winograd's
+      // input transform inside the products' output-channel tiles ran 8-900x slower than
+      // at the root, where the default computes it), nor inside a vector loop, whose lanes
+      // would each pick another row.
+      const StageState& rs = s.state().stage(r);
+      bool rows = !in.row_axes.empty();
+      if (rows && !rs.op->reduce_axis.empty()) continue;
       for (auto& a : leaves(r)) {
+        if (rows && rs.axes[size_t(rs.find_axis(a))].annotation == ForKind::Vectorized) continue;
         bool all_inside = true;
         for (auto& other : readers) all_inside &= runs_inside(s.state(), other, r, a);
         if (all_inside) places.emplace_back(r, a);
       }
+    }
     // An element-wise producer that is not inlined (a padding copy, say) is drawn at the
     // root one time in four: computed once, in parallel and in vector lanes, rather than
     // again for every tile that reads it. The tuned ResNet-50 3x3 conv2d kernels all padded
@@ -455,20 +492,30 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     // of 866 measured programs inline the padding, and a cold guided search, which only
     // reaches them by mutation, stalled ~3% below the random search that drew one. The
     // cost model weeds out such mutants where inlining loses (most layers), unmeasured.
-    int64_t options = int64_t(places.size()) + 1 + (in.reduce ? 0 : 1);
+    // A stage picking rows of a constant matrix is not inlined: its consumer's loops would
+    // not unroll over its rows (see take_row_loops).
+    bool inlinable = !in.reduce && in.row_axes.empty();
+    int64_t options = int64_t(places.size()) + 1 + (inlinable ? 1 : 0);
     std::vector<int64_t> preferred;  // the root; for a mutation, inlined too
     if (!in.reduce) {
       preferred.push_back(int64_t(places.size()));
       if (tr.redrawing()) preferred.push_back(options - 1);
     }
     int64_t pick = tr.choice(options, preferred, 0.25);
-    if (!in.reduce && pick == options - 1) {
+    if (inlinable && pick == options - 1) {
       s[in.name].compute_inline();
     } else if (pick == int64_t(places.size())) {
       simple_root(in.name, true);
     } else {
       s[in.name].compute_at(s[places[pick].first], places[pick].second);
       std::vector<std::string> sp = spatial_leaves(in.name);
+      std::vector<std::string> rows = take_row_loops(in.name, sp);
+      if (!rows.empty()) {
+        std::vector<Axis> order(sp.begin(), sp.end() - 1);
+        for (auto& r : rows) order.push_back(r);
+        order.push_back(sp.back());
+        s[in.name].reorder(order);
+      }
       std::string last = sp.empty() ? "" : sp.back();
       if (!last.empty() && !in.reduce) {
         int64_t ext = axis_extent(s, in.name, last);

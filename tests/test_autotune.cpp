@@ -124,6 +124,33 @@ INSTANTIATE_TEST_SUITE_P(Autotune, Space,
                                            SpaceCase{"layer_norm", "rows=5,cols=48", 1, 12},
                                            SpaceCase{"max_pool2d", "C=4,H=9,W=9,R=3,stride=2,pad=1", 1, 4}));
 
+TEST(Autotune, WinogradTransformsUnrollTheRowsOfTheirConstantMatrices) {
+  // Each transform picks a row of B^T or A^T by a select on one of its axes (the output's
+  // by the row modulo the tile; 10 rows are not a multiple of it). Every candidate unrolls
+  // those loops, so no select on a row index is left in the program, and the input
+  // transform is never recomputed inside the products' loops.
+  Workload w = make_workload("conv2d_winograd", parse_shape("C=16,H=10,W=10,K=16,m=4,cb=8,kb=8"));
+  SearchSpace space(w, Target::host());
+  std::map<std::string, std::vector<std::pair<std::string, int64_t>>> rows;
+  for (auto& st : space.stages())
+    if (!st.row_axes.empty()) rows[st.name] = st.row_axes;
+  using Rows = std::vector<std::pair<std::string, int64_t>>;
+  EXPECT_EQ(rows["conv.nchwc.rows"], (Rows{{"m", 0}}));
+  EXPECT_EQ(rows["conv.nchwc.input"], (Rows{{"i", 0}, {"j", 0}}));  // j: the rows' row
+  EXPECT_EQ(rows["conv.nchwc.columns"], (Rows{{"m", 0}}));
+  EXPECT_EQ(rows["conv.nchwc"], (Rows{{"k", 4}, {"l", 4}}));  // l: the columns' row
+  EXPECT_EQ(rows["conv"], (Rows{{"k", 4}, {"l", 4}}));      // the NCHW copy reads conv.nchwc's
+  EXPECT_EQ(rows.size(), 5u);
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 12; ++i) {
+    Candidate c = i % 2 ? space.mutate(space.sample(rng), rng) : space.sample(rng);
+    Schedule s = Schedule::replay(w.outputs, c.steps);
+    std::string ir = lower(s, w.args, "k").str();
+    EXPECT_EQ(ir.find("=="), std::string::npos) << s.to_cpp();
+    EXPECT_EQ(c.key.find(R"(["compute_at","conv.nchwc.input","conv.nchwc.product")"), std::string::npos) << c.key;
+  }
+}
+
 TEST(Autotune, ConvBiasReluFusesTheEpilogue) {
   Workload w = make_workload("conv2d", parse_shape("C=8,H=9,W=9,K=16,R=3,S=3,pad=1,bias_relu=1"));
   SearchSpace space(w, Target::host());

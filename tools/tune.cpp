@@ -48,9 +48,10 @@ std::vector<std::pair<Workload, double>> read_workloads(const std::string& path,
 
 std::string fmt_time(double s) {
   char b[32];
-  if (s < 60) std::snprintf(b, sizeof b, "%.0fs", s);
-  else if (s < 3600) std::snprintf(b, sizeof b, "%.0fm%02.0fs", std::floor(s / 60), std::fmod(s, 60));
-  else std::snprintf(b, sizeof b, "%.0fh%02.0fm", std::floor(s / 3600), std::fmod(s / 60, 60));
+  long t = std::lround(s);  // whole seconds first, or 119.6 s read 1m60s
+  if (t < 60) std::snprintf(b, sizeof b, "%lds", t);
+  else if (t < 3600) std::snprintf(b, sizeof b, "%ldm%02lds", t / 60, t % 60);
+  else std::snprintf(b, sizeof b, "%ldh%02ldm", (t + 30) / 3600, (t + 30) / 60 % 60);
   return b;
 }
 

@@ -105,13 +105,15 @@ class GuardRemover : public IRMutator {
         bounds[op->var.get()] = {from, to - 1};
         return count_guards(simplify(skeleton, &bounds), nullptr, skippable) < guards;
       };
-      int64_t lo = 0, hi = ext;  // fewer guards in [0, lo) (or lo == 0); not in [0, hi)
+      // A first or last iteration that keeps every guard ends its search at once: most
+      // guarded loops drop none, and bisecting them cost half of the search's lowering.
+      int64_t lo = 0, hi = fewer_guards_in(0, 1) ? ext : 1;  // fewer in [0, lo) (or lo == 0); not in [0, hi)
       while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
         (fewer_guards_in(0, mid) ? lo : hi) = mid;
       }
       int64_t prefix = lo;
-      lo = 0, hi = ext;  // fewer guards in [ext - lo, ext) (or lo == 0); not in [ext - hi, ext)
+      lo = 0, hi = fewer_guards_in(ext - 1, ext) ? ext : 1;  // fewer in [ext - lo, ext); not in [ext - hi, ext)
       while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
         (fewer_guards_in(ext - mid, ext) ? lo : hi) = mid;
