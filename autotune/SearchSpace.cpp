@@ -8,6 +8,10 @@
 namespace tessel::autotune {
 namespace {
 
+// Rows a constant matrix may have for its loop to be unrolled (Winograd's have 4 or 6); a
+// select on a longer axis (`i == 0` at a border, say) is left to the search.
+constexpr int64_t kMaxMatrixRows = 8;
+
 // The axes of `op` its selects compare with a constant, as `i == c` or `i % m == c`.
 std::vector<std::pair<std::string, int64_t>> constant_row_axes(const OperationNode* op) {
   std::vector<std::pair<std::string, int64_t>> out;
@@ -22,7 +26,8 @@ std::vector<std::pair<std::string, int64_t>> constant_row_axes(const OperationNo
       v = m->a;
     }
     for (auto& iv : op->axis)
-      if (v.same_as(iv.var()) && std::find(out.begin(), out.end(), std::make_pair(iv.name(), mod)) == out.end())
+      if (v.same_as(iv.var()) && (mod > 0 ? mod : iv.extent()) <= kMaxMatrixRows &&
+          std::find(out.begin(), out.end(), std::make_pair(iv.name(), mod)) == out.end())
         out.emplace_back(iv.name(), mod);
   });
   return out;
@@ -80,10 +85,12 @@ SearchSpace::SearchSpace(const Workload& w, const Target& t)
           Expr v = l->indices[dim];
           int64_t m = mod;
           if (const Mod* x = v.as<Mod>(); x && mod == 0 && is_const_int(x->b, &m)) v = x->a;
-          for (auto& iv : rop->axis)
-            if (v.same_as(iv.var()) && std::find(r.row_axes.begin(), r.row_axes.end(), std::make_pair(iv.name(), m)) ==
-                                           r.row_axes.end())
-              r.row_axes.emplace_back(iv.name(), m);
+          for (auto& iv : rop->axis) {
+            std::pair<std::string, int64_t> row{iv.name(), m};
+            if (v.same_as(iv.var()) && (m > 0 ? m : iv.extent()) <= kMaxMatrixRows &&
+                std::find(r.row_axes.begin(), r.row_axes.end(), row) == r.row_axes.end())
+              r.row_axes.push_back(row);
+          }
         });
       }
     }

@@ -47,11 +47,14 @@ int dim_indexed_by(const OperationNode* op, const OperationNode* input, const Ex
 // rewritten so that the vector loads are unit-stride. In an NCHW convolution that is the
 // output channel: the weights load as vectors and each input pixel is one broadcast, at
 // any stride (along the columns, a stride of 2 turns every vector load into a gather).
-std::vector<size_t> vector_axis_options(const OperationNode* op, const std::set<std::string>& constants) {
+// An axis shorter than a vector is none: Winograd's products, offered their tile points (6)
+// and output-channel blocks (4), mostly drew one of them and ran 50-100x slower than their
+// default, which runs the last axis (a block of 16 channels) in the lanes.
+std::vector<size_t> vector_axis_options(const OperationNode* op, const std::set<std::string>& constants, int lanes) {
   std::vector<size_t> out;
   for (size_t d = 0; d + 1 < op->axis.size(); ++d)
     for (auto& input : op->inputs())
-      if (constant_input(input.get(), constants) && op->axis[d].extent() > 1 &&
+      if (constant_input(input.get(), constants) && op->axis[d].extent() >= lanes &&
           dim_indexed_by(op, input.get(), op->axis[d].var()) >= 0) {
         out.push_back(d);
         break;
@@ -284,7 +287,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       ax.insert(ax.begin(), pixels);
       v = 0;
     } else if (!s.state().is_output(m)) {
-      std::vector<size_t> options = vector_axis_options(op, constants_);
+      std::vector<size_t> options = vector_axis_options(op, constants_, lanes);
       if (!options.empty())
         if (int64_t pick = tr.choice(int64_t(options.size()) + 1)) v = options[size_t(pick - 1)];
     }
