@@ -24,6 +24,11 @@ namespace {
 // that run alone: it will never win, and its label for the cost model (best / cost) is
 // already near zero; repeats of a multi-second kernel would cost most of the budget.
 constexpr double kHopeless = 3;
+// A candidate whose first timing repeat is this many times slower than the best known gets
+// no more repeats: it will not win either, and one repeat labels it within the noise. With
+// the hopeless cut judged on warm runs, repeats of such candidates were a third of a conv2d
+// run's measuring time.
+constexpr double kOneRepeat = 1.5;
 
 // Seconds in full: std::to_string's six decimals made every kernel under half a
 // microsecond cost 0 and quantized a 0.5 ms one to 0.2%.
@@ -102,10 +107,20 @@ std::string seconds_text(double s) {
       flusher.emplace(opts.flush_bytes);
       flush = [&] { (*flusher)(warm); };
     }
-    std::vector<double> costs = best_known > 0 && first > kHopeless * best_known
-                                    ? std::vector<double>{first}
+    // Hopeless or not is judged on a warm run: the first, in a freshly forked worker, ran
+    // 5-30x slower than the next (a Winograd kernel of 1 ms took 27 ms), and had put three
+    // in four Winograd candidates and a third of the direct ones under the cut.
+    double warm_run = first;
+    if (best_known > 0 && first > kHopeless * best_known) {
+      auto t_warm = Clock::now();
+      m(args);
+      warm_run = seconds_since(t_warm);
+      progress();
+    }
+    std::vector<double> costs = best_known > 0 && warm_run > kHopeless * best_known
+                                    ? std::vector<double>{warm_run}
                                     : time_module(m, args, opts.repeat, opts.number, opts.min_repeat_ms, progress,
-                                                  first, flush);
+                                                  warm_run, flush, kOneRepeat * best_known);
     std::string line = "R";
     for (double c : costs) line += ' ' + seconds_text(c);
     write_all(out_fd, line + "\n");
@@ -215,15 +230,19 @@ void finish(Worker& wk, ErrorCode timeout_code, const char* phase, double timeou
 
 std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args, int repeat, int number,
                                 double min_repeat_ms, const std::function<void()>& after_batch, double warm_run,
-                                const std::function<void()>& flush) {
+                                const std::function<void()>& flush, double enough_above) {
   std::vector<void*> ptrs;
   for (auto& b : args) ptrs.push_back(b.raw());
   auto done = [&] {
     if (after_batch) after_batch();
   };
   std::vector<double> costs;
+  auto more = [&] {
+    bool enough = enough_above > 0 && !costs.empty() && costs.back() > enough_above;
+    return int(costs.size()) < std::max(1, repeat) && !enough;
+  };
   if (flush) {
-    while (int(costs.size()) < std::max(1, repeat)) {
+    while (more()) {
       double s = 0;
       for (int i = 0; i < 3; ++i) {
         flush();
@@ -260,7 +279,7 @@ std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args
   } else if (!(warm_run > 0)) {
     batch(1);  // warm-up
   }
-  while (int(costs.size()) < std::max(1, repeat)) costs.push_back(batch(n) / n);
+  while (more()) costs.push_back(batch(n) / n);
   return costs;
 }
 

@@ -68,9 +68,11 @@ class Measurer {
 // repeat). `after_batch` is called, outside the timed regions, after each batch of runs
 // (the worker reports progress with it). `warm_run`: seconds of a call just made (0:
 // none): it stands for the warm-up and sizes the first batch. With `flush`, each call is
-// timed alone after flush() and a repeat is the mean of 3.
+// timed alone after flush() and a repeat is the mean of 3. A repeat slower than
+// `enough_above` seconds (0: none) is the last.
 std::vector<double> time_module(const Module& m, const std::vector<Buffer>& args, int repeat, int number,
                                 double min_repeat_ms, const std::function<void()>& after_batch = {},
-                                double warm_run = 0, const std::function<void()>& flush = {});
+                                double warm_run = 0, const std::function<void()>& flush = {},
+                                double enough_above = 0);
 
 }  // namespace tessel::autotune
