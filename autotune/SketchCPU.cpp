@@ -48,8 +48,8 @@ int dim_indexed_by(const OperationNode* op, const OperationNode* input, const Ex
 // output channel: the weights load as vectors and each input pixel is one broadcast, at
 // any stride (along the columns, a stride of 2 turns every vector load into a gather).
 // An axis shorter than a vector is none: Winograd's products, offered their tile points (6)
-// and output-channel blocks (4), mostly drew one of them and ran 50-100x slower than their
-// default, which runs the last axis (a block of 16 channels) in the lanes.
+// and output-channel blocks (4), ran 15-60x slower than their default over one of them,
+// 2-11x over the last axis (a block of 16 channels, as the default).
 std::vector<size_t> vector_axis_options(const OperationNode* op, const std::set<std::string>& constants, int lanes) {
   std::vector<size_t> out;
   for (size_t d = 0; d + 1 < op->axis.size(); ++d)
@@ -205,7 +205,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
   // (StageInfo::row_axes; an axis read modulo m is split by m first), taken out of `sp` and
   // unrolled: each copy then computes one row's sum, its selects folded away. Left to the
   // search, Winograd's transforms were rolled loops over chains of six selects that computed
-  // every row for each, 5-40x slower than the default kernel and the slowest candidates to
+  // every row for each: candidates 5-50x slower than the default kernel, and the slowest to
   // build (Ansor unrolls the loops over constant matrices too).
   auto take_row_loops = [&](const std::string& st, std::vector<std::string>& sp) {
     std::vector<std::string> rows;
@@ -469,10 +469,10 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     std::vector<std::pair<std::string, std::string>> places;
     for (auto& r : readers) {
       // A constant-matrix transform goes inside no reduction's loops: all of them but the
-      // reduction's own run over outputs that read the same transformed data (Winograd's
-      // input transform inside the products' output-channel tiles ran 8-900x slower than
-      // at the root, where the default computes it), nor inside a vector loop, whose lanes
-      // would each pick another row.
+      // reduction's own run over outputs that read the same transformed data (of 85
+      // candidates with Winograd's input transform inside the products' loops, the fastest
+      // ran 9x slower than the default, which computes it at the root), nor inside a vector
+      // loop, whose lanes would each pick another row.
       const StageState& rs = s.state().stage(r);
       bool rows = !in.row_axes.empty();
       if (rows && !rs.op->reduce_axis.empty()) continue;

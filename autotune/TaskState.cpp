@@ -15,9 +15,9 @@ namespace {
 // Statements a candidate may unroll to (as counted on its program lowered for features).
 // Over some 12,000 measured candidates of ResNet-50's and MobileNetV2's convolutions (NCHW
 // and NHWC) on the AVX-512 machine, none within 5% of its layer's best had more than 820;
-// those of 1,024 and more ran 1.4-100x slower than the best, and LLVM took 1-8 s over the
-// largest (Winograd products under auto_unroll_max_step 512). On conv2d 64@56 3x3 they
-// took a fifth of a 256-trial run's build time.
+// of those with 1,024 and more, 20 timed again warm ran 1.4-57x slower than the best. LLVM
+// took 1-8 s over the largest (Winograd products under auto_unroll_max_step 512): on conv2d
+// 64@56 3x3 they took a fifth of a 256-trial run's build time.
 constexpr int64_t kMaxUnrolledStatements = 1024;
 
 std::vector<float> features_of_steps(const Workload& w, const Target& target, const std::vector<Step>& steps) {

@@ -105,8 +105,8 @@ class GuardRemover : public IRMutator {
         bounds[op->var.get()] = {from, to - 1};
         return count_guards(simplify(skeleton, &bounds), nullptr, skippable) < guards;
       };
-      // A first or last iteration that keeps every guard ends its search at once: most
-      // guarded loops drop none, and bisecting them cost half of the search's lowering.
+      // A first (last) iteration that keeps every guard ends the search for a prefix (suffix)
+      // at once, one simplification instead of a bisection's.
       int64_t lo = 0, hi = fewer_guards_in(0, 1) ? ext : 1;  // fewer in [0, lo) (or lo == 0); not in [0, hi)
       while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
