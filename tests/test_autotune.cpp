@@ -669,7 +669,7 @@ TEST(Autotune, CacheFlushedTimingsAreRecordedPerRepeat) {
 }
 
 // A candidate far behind the best gets no more timing repeats once one is slower than the
-// bound; without a bound, or flushed, every repeat is taken.
+// bound, flushed or not; without a bound, or under one never reached, every repeat is taken.
 TEST(Autotune, TimingEndsAfterARepeatSlowerThanTheBound) {
   Workload w = make_workload("dense", parse_shape("M=8,N=64,K=64"));
   Module m = build(ops::default_schedule(w.outputs), w.args);
