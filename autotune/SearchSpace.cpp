@@ -12,23 +12,28 @@ namespace {
 // select on a longer axis (`i == 0` at a border, say) is left to the search.
 constexpr int64_t kMaxMatrixRows = 8;
 
+using RowAxes = std::vector<std::pair<std::string, int64_t>>;
+
+// Adds to `rows` the axis of `op` that picks a row through `v`: `v` itself, read modulo `mod`
+// (0: none), or, where `mod` is 0, `v`'s operand when `v` is `axis % constant`. Only where
+// the matrix has few enough rows.
+void add_row_axis(const OperationNode* op, Expr v, int64_t mod, RowAxes& rows) {
+  if (const Mod* m = v.as<Mod>(); m && mod == 0 && is_const_int(m->b, &mod)) v = m->a;
+  for (auto& iv : op->axis) {
+    std::pair<std::string, int64_t> row{iv.name(), mod};
+    if (v.same_as(iv.var()) && (mod > 0 ? mod : iv.extent()) <= kMaxMatrixRows &&
+        std::find(rows.begin(), rows.end(), row) == rows.end())
+      rows.push_back(row);
+  }
+}
+
 // The axes of `op` its selects compare with a constant, as `i == c` or `i % m == c`.
-std::vector<std::pair<std::string, int64_t>> constant_row_axes(const OperationNode* op) {
-  std::vector<std::pair<std::string, int64_t>> out;
+RowAxes constant_row_axes(const OperationNode* op) {
+  RowAxes out;
   visit_exprs(op->body, [&](const Expr& e) {
     const Select* sel = e.as<Select>();
     const EQ* eq = sel ? sel->cond.as<EQ>() : nullptr;
-    if (!eq || !is_const_int(eq->b)) return;
-    Expr v = eq->a;
-    int64_t mod = 0;
-    if (const Mod* m = v.as<Mod>()) {
-      if (!is_const_int(m->b, &mod)) return;
-      v = m->a;
-    }
-    for (auto& iv : op->axis)
-      if (v.same_as(iv.var()) && (mod > 0 ? mod : iv.extent()) <= kMaxMatrixRows &&
-          std::find(out.begin(), out.end(), std::make_pair(iv.name(), mod)) == out.end())
-        out.emplace_back(iv.name(), mod);
+    if (eq && is_const_int(eq->b)) add_row_axis(op, eq->a, 0, out);
   });
   return out;
 }
@@ -81,16 +86,8 @@ SearchSpace::SearchSpace(const Workload& w, const Target& t)
         while (dim < producer->axis.size() && producer->axis[dim].name() != axis) ++dim;
         visit_exprs(rop->body, [&](const Expr& e) {
           const TensorLoad* l = e.as<TensorLoad>();
-          if (!l || l->op.get() != producer || dim >= l->indices.size()) return;
-          Expr v = l->indices[dim];
-          int64_t m = mod;
-          if (const Mod* x = v.as<Mod>(); x && mod == 0 && is_const_int(x->b, &m)) v = x->a;
-          for (auto& iv : rop->axis) {
-            std::pair<std::string, int64_t> row{iv.name(), m};
-            if (v.same_as(iv.var()) && (m > 0 ? m : iv.extent()) <= kMaxMatrixRows &&
-                std::find(r.row_axes.begin(), r.row_axes.end(), row) == r.row_axes.end())
-              r.row_axes.push_back(row);
-          }
+          if (l && l->op.get() == producer && dim < l->indices.size())
+            add_row_axis(rop, l->indices[dim], mod, r.row_axes);
         });
       }
     }
