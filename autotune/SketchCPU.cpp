@@ -430,12 +430,19 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     if (in.placeholder || in.inline_always || in.fused_into_producer) continue;
     if (s.state().find_stage(in.name) < 0) continue;
     if (in.multi_level_tiling) {
+      // A strided 1x1 convolution in NCHW may read a subsampled copy of its input (drawn),
+      // whose pixels then fuse like a stride-1 layer's (see ops::subsample_input).
+      bool subsampled = false;
+      if (int64_t stride = ops::pixel_stride(s.state().stage(in.name).op.get()); stride > 1 && tr.choice(2)) {
+        simple_root(ops::subsample_input(s, in.name, stride).name(), true);
+        subsampled = true;
+      }
       if (!in.fused_consumer.empty()) {
         tile(in.name, in.fused_consumer, false, false);
       } else if (in.output) {
         // 0: accumulate in a cache-write block, 1: in place, 2: a micro-kernel's block,
         // 3: in place over the image's pixels as one axis (offered where they fuse)
-        bool fuse = ops::image_axes_fuse(s.state().stage(in.name).op.get());
+        bool fuse = subsampled || ops::image_axes_fuse(s.state().stage(in.name).op.get());
         int64_t variant = tr.choice(fuse ? 4 : 3);
         if (variant == 1 || variant == 3) {
           tile(in.name, "", false, variant == 3);

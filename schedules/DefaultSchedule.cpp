@@ -812,7 +812,8 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
     if (done.count(name)) continue;
     const StageState& st = s.state().stage(name);
     if (st.is_placeholder()) continue;
-    const OperationNode* op = st.op.get();
+    Operation keep = st.op;  // subsample_input replaces the stage's op; keep this one alive
+    const OperationNode* op = keep.get();
     bool output = s.state().is_output(name);
     bool reduce = op->reduction() != nullptr;
 
@@ -823,7 +824,12 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
     if (op->tag == "matmul" || (op->tag == "conv2d" && op->shape.size() == 5) || !layout.empty() || depthwise) {
       bool nchwc = op->tag == "conv2d" && layout.empty();
       int lanes = std::max(4, target.vector_bytes / op->dtype.bytes());
-      if (layout == "NCHW" && !depthwise && !epilogue_of.count(name) && image_axes_fuse(op) &&
+      // A strided 1x1 convolution reads a subsampled copy of its input: each reduction step
+      // then reads dense rows, and its pixels fuse like a stride-1 layer's (see
+      // subsample_input).
+      int64_t stride = layout == "NCHW" && !depthwise ? pixel_stride(op) : 0;
+      if (stride > 1) schedule_injective(s, subsample_input(s, name, stride).name());
+      if (layout == "NCHW" && !depthwise && !epilogue_of.count(name) && (image_axes_fuse(op) || stride > 1) &&
           whole_pixel_vectors(op->shape[2] * op->shape[3], pixel_vectors(target) * lanes, lanes)) {
         schedule_conv_nchw_pixels(s, name, lanes, target);
         done.insert(name);

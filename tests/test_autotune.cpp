@@ -117,6 +117,7 @@ INSTANTIATE_TEST_SUITE_P(Autotune, Space,
                                            SpaceCase{"conv2d_winograd", "C=16,H=10,W=10,K=16,m=2,cb=8,kb=8", 1, 12},
                                            SpaceCase{"conv2d_winograd_nhwc", "C=16,H=9,W=9,K=16,m=4,cb=8,kb=8", 1, 12},
                                            SpaceCase{"conv2d_nhwc", "C=8,H=9,W=9,K=24,R=3,S=3,pad=1,stride=2", 3, 16},
+                                           SpaceCase{"conv2d", "C=16,H=13,W=14,K=24,R=1,S=1,stride=2", 3, 16},
                                            SpaceCase{"depthwise_conv2d", "C=24,H=9,W=9,R=3,S=3,pad=1,stride=2", 3, 16},
                                            SpaceCase{"depthwise_conv2d_nhwc", "C=24,H=9,W=9,R=3,S=3,pad=1", 3, 16},
                                            SpaceCase{"dense", "M=9,N=40,K=24", 2, 16},
@@ -221,8 +222,10 @@ TEST(Autotune, OneByOneNchwConvolutionsMayTileTheirPixelsAsOneAxis) {
   // A 1x1 stride-1 NCHW convolution is a GEMM over the image's pixels: the rows and columns
   // may be fused into one vector axis, tiled in whole vectors (a power of two of them) and
   // outermost. Those
-  // candidates, and their mutants, give the reference answer. Where the input's pixels are
-  // not consecutive (padding, a stride, a wider window) the two axes are never fused.
+  // candidates, and their mutants, give the reference answer. At a stride they fuse only
+  // over a subsampled copy of the input (two de-interleaves, phase 0 of each read). Where
+  // the input's pixels are not consecutive otherwise (padding, a wider window) the two axes
+  // are never fused.
   Target t = Target::host();
   Workload w = make_workload("conv2d", parse_shape("C=12,H=8,W=8,K=20,R=1,S=1"));
   SearchSpace space(w, t);
@@ -237,8 +240,14 @@ TEST(Autotune, OneByOneNchwConvolutionsMayTileTheirPixelsAsOneAxis) {
         EXPECT_TRUE(extent % lanes == 0 && (vectors & (vectors - 1)) == 0) << extent << " lanes: " << c.key;
       }
   }
-  for (const char* shape : {"C=12,H=8,W=8,K=20,R=1,S=1,stride=2", "C=12,H=8,W=8,K=20,R=3,S=3,pad=1",
-                            "C=12,H=8,W=8,K=20,R=1,S=1,pad=1"})
+  Workload strided = make_workload("conv2d", parse_shape("C=12,H=16,W=15,K=20,R=1,S=1,stride=2"));
+  SearchSpace strided_space(strided, t);
+  auto subsampled = samples_with_step(strided_space, 3, R"(["fuse","conv",["k","l"]])", 3, 300);
+  ASSERT_EQ(subsampled.size(), 3u);
+  expect_correct_with_mutants(strided_space, strided, subsampled);
+  for (const Candidate& c : subsampled)
+    EXPECT_NE(c.key.find(R"(["deinterleave","X.deint",["conv"],2,2])"), std::string::npos) << c.key;
+  for (const char* shape : {"C=12,H=8,W=8,K=20,R=3,S=3,pad=1", "C=12,H=8,W=8,K=20,R=1,S=1,pad=1"})
     EXPECT_TRUE(samples_with_step(SearchSpace(make_workload("conv2d", parse_shape(shape)), t), 3,
                                   R"(["fuse","conv",["k","l"]])", 1, 100)
                     .empty())

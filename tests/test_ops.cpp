@@ -320,6 +320,24 @@ TEST(Ops, NchwDefaultChunksTheReductionWhereTheWeightsOutweighTheInput) {
   }
 }
 
+TEST(Ops, NchwDefaultSubsamplesTheInputOfAStrided1x1Convolution) {
+  // ResNet-50's downsampling layers, smaller: the pixels read at stride 2 are copied out once,
+  // then fused into vectors (28x28 -> 14x14 output: whole vectors of pixels) or blocked by
+  // output channels (7x7 output); odd input sizes read their last row and column.
+  for (int64_t H : {28, 14, 13}) {
+    ops::Conv2dParams p{2, 2, 0, 0, 1, 1, 1};
+    Tensor X = placeholder({1, 32, H, H}, float32, "X"), W = placeholder({48, 32, 1, 1}, float32, "W");
+    Tensor Y = ops::conv2d_nchw(X, W, p);
+    Buffer x = ref::random(X.shape(), 9), w = ref::random(W.shape(), 10);
+    Buffer want = ref::conv2d_nchw(x, w, p);
+    Schedule rewritten = ops::default_schedule({Y}, Target::host(), {W});
+    std::string cpp = rewritten.to_cpp();
+    EXPECT_NE(cpp.find(R"(s.deinterleave(s.tensor("X.deint"), {s.tensor("conv")}, 2, 2);)"), std::string::npos) << cpp;
+    ref::expect_close(ref::run(rewritten, {X, W, Y}, {x, w})[0], want);
+    ref::expect_close(run_default({X, W, Y}, {x, w})[0], want);
+  }
+}
+
 TEST(Ops, NchwDefaultDeinterleavesAStridedInputOfFewChannels) {
   // The stem's shape, smaller: 3 input channels, 7x7 at stride 2. The padded input is
   // de-interleaved by the stride in one pass and the output columns are the vector.

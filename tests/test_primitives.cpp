@@ -261,6 +261,31 @@ TEST(Primitives, DeinterleaveSplitsADimensionIntoPhases) {
   EXPECT_THROW(s.deinterleave(A, {B}, 1, 1), Error);
 }
 
+// A read of every other row and column, as a stride-2 1x1 convolution makes: de-interleaved
+// along both, the reader takes only the first phase of each, and the copy at the root holds
+// only that (a quarter of A), its rows contiguous.
+TEST(Primitives, DeinterleavedCopyHoldsOnlyThePhasesItsReadersRead) {
+  for (int64_t n : {12, 13}) {  // 13: the last row and column are read too, phase 0 has 7 of them
+    int64_t m = (n + 1) / 2;
+    Tensor A = placeholder({3, n, n}, float32, "A");
+    Tensor B = compute({3, m, m}, [&](Var c, Var y, Var x) { return A(c, y * 2, x * 2) * float(2); }, "B");
+    Buffer a = ref::random(A.shape(), 4), want(B.shape(), float32);
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t y = 0; y < m; ++y)
+        for (int64_t x = 0; x < m; ++x) want.set((c * m + y) * m + x, 2 * a.get((c * n + 2 * y) * n + 2 * x));
+    Schedule s({B});
+    Tensor cols = s.deinterleave(A, {B}, 2, 2);
+    Tensor rows = s.deinterleave(cols, {B}, 1, 2);
+    s[cols].compute_inline();
+    s[rows].parallel(rows.axis(0));
+    auto [xo, xi] = s[B].split(B.axis(2), 4);
+    s[B].vectorize(xi);
+    ref::expect_close(ref::run(s, {A, B}, {a})[0], want);
+    std::string ir = lower(s, {A, B}).str();
+    EXPECT_NE(ir.find("A.deint.deint[float32 * " + std::to_string(3 * m * m) + "]"), std::string::npos) << ir;
+  }
+}
+
 // A matmul vectorized along j (B's last axis) with B's rows blocked, and a convolution
 // vectorized along its output channels (OIHW weights: k is the slowest index) with the
 // weights blocked by channel and the accumulator block stored channels innermost.

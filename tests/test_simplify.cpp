@@ -25,6 +25,17 @@ TEST(Simplify, DivModWithRanges) {
   EXPECT_EQ(to_string(simplify((x + 516) / 43, &tail)), "12");
 }
 
+TEST(Simplify, ExactMultiplesDivideWithoutRanges) {
+  // A stride-2 read's phase and position, x of any sign: (2x) % 2 is 0 and (2x + 4) / 2 is x + 2.
+  Var x("x"), y("y");
+  EXPECT_EQ(to_string(simplify((x * 2) % 2)), "0");
+  EXPECT_EQ(to_string(simplify((x * 2 + 4) / 2)), "(x + 2)");
+  EXPECT_EQ(to_string(simplify((x * 4 + y * 8) / 4)), "(x + (y*2))");
+  // Not exact: left as they are without ranges.
+  EXPECT_EQ(to_string(simplify((x * 2 + 1) % 2)), "(((x*2) + 1) % 2)");
+  EXPECT_EQ(to_string(simplify((x * 2 + y) / 2)), "(((x*2) + y)/2)");
+}
+
 TEST(Simplify, ComparisonsProvedFromLoopRanges) {
   Var io("io"), ii("ii");
   BoundsMap b{{io.get(), {0, 3}}, {ii.get(), {0, 7}}};

@@ -357,6 +357,20 @@ class Simplifier : public IRMutator {
     return true;
   }
 
+  // a == k * q exactly: every term's coefficient and the constant are multiples of k. Then
+  // a / k == q and a % k == 0 whatever the signs (a stride-2 read's (y*2) % 2).
+  bool exact_quotient(const Expr& a, int64_t k, DType t, Expr* q) {
+    Linear l = linearize(a), ql;
+    if (l.c % k) return false;
+    for (auto& [atom, c] : l.terms) {
+      if (c % k) return false;
+      ql.terms.emplace_back(atom, c / k);
+    }
+    ql.c = l.c / k;
+    *q = build(ql, t);
+    return true;
+  }
+
   Expr visit(const Div* op, const Expr& e) override {
     Expr a = mutate(op->a), b = mutate(op->b);
     if (!is_index_type(op->type)) return fold_float(e, op->kind, a, b);
@@ -364,6 +378,7 @@ class Simplifier : public IRMutator {
     if (is_const_int(b, &k) && k != 0 && is_const_int(a, &x)) return make_int(x / k, op->type);
     if (is_const_int(b, &k) && k > 0) {
       if (k == 1) return a;
+      if (Expr q; exact_quotient(a, k, op->type, &q)) return q;
       CI ba = bounds(a);
       if (ba.bounded_below() && ba.min >= 0) {
         // One quotient over the whole range (a partitioned tail's `(x + 516) / 43`, x < 43).
@@ -388,6 +403,7 @@ class Simplifier : public IRMutator {
     if (is_const_int(b, &k) && k != 0 && is_const_int(a, &x)) return make_int(x % k, op->type);
     if (is_const_int(b, &k) && k > 0) {
       if (k == 1) return make_int(0, op->type);
+      if (Expr q; exact_quotient(a, k, op->type, &q)) return make_int(0, op->type);
       CI ba = bounds(a);
       if (ba.bounded_below() && ba.min >= 0) {
         if (ba.bounded_above() && ba.max < k) return a;

@@ -204,9 +204,10 @@ LoopProgram infer_bounds(const ScheduleState& st) {
     for (auto& iv : op->axis) n.root_min.push_back(make_int(iv.min())), n.root_ext.push_back(iv.extent());
     for (auto& iv : op->reduce_axis) n.root_min.push_back(make_int(iv.min())), n.root_ext.push_back(iv.extent());
 
-    if (s.attach == StageState::At) {
+    bool at = s.attach == StageState::At;
+    if (at || (s.attach == StageState::Root && op->tag == "deinterleave" && !st.is_output(s.name))) {
       std::set<const ExprNode*> outer;
-      enclosing_vars(st, s.attach_stage, s.attach_axis, st.storage_scope(s) == "shared", outer);
+      if (at) enclosing_vars(st, s.attach_stage, s.attach_axis, st.storage_scope(s) == "shared", outer);
       std::map<const ExprNode*, int64_t> relax;
       for (auto& [v, ext] : loop_ext)
         if (!outer.count(v)) relax[v] = ext;
@@ -216,7 +217,7 @@ LoopProgram infer_bounds(const ScheduleState& st) {
         std::vector<std::vector<Expr>> loads;
         collect_loads(reader.body, op, loads);
         if (loads.empty()) continue;
-        TESSEL_USER_CHECK(runs_inside(st, *reader.st, s.attach_stage, s.attach_axis), "compute_at: stage '",
+        TESSEL_USER_CHECK(!at || runs_inside(st, *reader.st, s.attach_stage, s.attach_axis), "compute_at: stage '",
                           s.name, "' is computed at '", s.attach_stage, "' loop '", s.attach_axis,
                           "', but stage '", reader.st->name,
                           "' also reads it outside that loop; compute it at the root or at a loop enclosing "
@@ -227,7 +228,7 @@ LoopProgram infer_bounds(const ScheduleState& st) {
         int rsp = int(rop->axis.size());
         for (int r = 0; r < reader.st->num_root; ++r) {
           const IterVar& iv = r < rsp ? rop->axis[r] : rop->reduce_axis[r - rsp];
-          to_loops[iv.var().get()] = reader.root_value[r];
+          to_loops[iv.var().get()] = reader.root_ext[r] == 1 ? reader.root_min[r] : reader.root_value[r];
         }
         for (auto& idx : loads)
           for (int d = 0; d < nsp; ++d) {
