@@ -260,6 +260,30 @@ TEST(CodeGen, StridedLoadsAreOneReadAndAShuffle) {
   }
 }
 
+// The columns of a tile of L rows (J columns, R apart) copied out one column at a time, as a
+// channel-blocked NCHW convolution copies out its accumulators: a transpose in registers, a
+// machine vector of columns at a time, not a gather per column. Where J is not a multiple of
+// a machine vector the gathers stay.
+TEST(CodeGen, ColumnCopiesAreTransposedInRegisters) {
+  int64_t w = Target::host().vector_bytes / 4;
+  for (int64_t L : {3, 7, 8})
+    for (int64_t J : {w, 2 * w, w + 4}) {
+      int64_t R = J + 5;
+      Tensor In = placeholder({L, R}, float32, "In");
+      Tensor T = compute({J, L}, [&](Var j, Var x) { return In(x, j) * 2.0f; }, "T");
+      Schedule s({T});
+      s[T].vectorize(T.axis(1));
+      Module m = build(s, {In, T});
+      std::string ir = m.llvm_ir();
+      EXPECT_EQ(ir.find("masked.gather") == std::string::npos, J % w == 0) << "L " << L << ", J " << J;
+      Buffer in = ref::random(In.shape(), 6), t(T.shape(), float32);
+      m(in, t);
+      for (int64_t j = 0; j < J; ++j)
+        for (int64_t x = 0; x < L; ++x)
+          ASSERT_FLOAT_EQ(t.get(j * L + x), float(in.get(x * R + j)) * 2) << "L " << L << ", J " << J << ": " << j;
+    }
+}
+
 // A padded copy reads X[clamp(j - 1)] where 1 <= j < 14: lanes of one vector fall on both
 // sides of the border. The clamp is dropped and the read masked by the select's condition:
 // one masked load, not a gather of clamped lanes; at stride 2 (the padding inlined into its
