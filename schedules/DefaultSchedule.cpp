@@ -678,6 +678,30 @@ void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& 
   schedule_register_block(s, acc, {0, 1}, 2, 3, kv);
 }
 
+// Depthwise convolution in NCHW at stride 1 whose rows fill at most half a vector (7 columns of 16 lanes): each
+// channel's pixels are one loop, in vectors that run on across the ends of rows, its window
+// unrolled; the padding's taps are masked loads of consecutive pixels (vectorize_loops unclamps
+// them). The channel's accumulators are then copied out whole. MobileNetV2's 960@7 (AVX-512, 2
+// threads): 13.7 us a row at a time (7 of 16 lanes), 9.2 us this way.
+void schedule_depthwise_pixels(Schedule& s, const std::string& out, const std::string& acc, int lanes) {
+  Stage o = s[out];
+  auto axes = o.leaf_axes();  // n, c, y, x
+  Axis par = o.fuse({axes[0], axes[1]});
+  o.parallel(par);
+  auto [po, pi] = o.split(o.fuse({axes[2], axes[3]}), lanes);
+  o.vectorize(pi);
+  Stage a = s[acc];
+  a.compute_at(o, par);
+  auto aa = a.leaf_axes();  // n, c, y, x, then the window
+  auto [apo, api] = a.split(a.fuse({aa[2], aa[3]}), lanes);
+  std::vector<Axis> order = {aa[0], aa[1], apo};
+  order.insert(order.end(), aa.begin() + 4, aa.end());
+  order.push_back(api);
+  a.reorder(order);
+  for (size_t r = 4; r < aa.size(); ++r) a.unroll(aa[r]);
+  a.vectorize(api);
+}
+
 // Depthwise convolution in NCHW: a parallel loop over (image, channel); each output row a
 // vector of columns at a time, its window unrolled into FMAs on one accumulator register.
 // Whole vectors, the row's last columns a narrower one: a divisor of the row (7 of 14 or 28
@@ -685,6 +709,7 @@ void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& 
 void schedule_depthwise(Schedule& s, const std::string& out, const std::string& acc, int lanes) {
   const OperationNode* op = op_of(s, out);
   int64_t OW = op->shape[3];
+  if (2 * OW <= lanes && column_stride(op_of(s, acc)) == 1) return schedule_depthwise_pixels(s, out, acc, lanes);
   int64_t vw = std::min<int64_t>(OW, lanes);
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, c, y, x

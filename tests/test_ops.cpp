@@ -375,6 +375,25 @@ TEST(Ops, DepthwiseConv2d) {
   }
 }
 
+TEST(Ops, NchwDepthwiseOfNarrowRowsRunsOverThePixels) {
+  // Rows of at most half a vector (7x7 with AVX-512's 16 lanes, 4 columns with AVX2's 8): each
+  // channel's pixels in vectors across the ends of rows, the padding's taps masked loads. At
+  // stride 2 the rows stay apart. Multiplier 2 included.
+  int64_t lanes = Target::host().vector_bytes / 4;
+  for (auto [H, W, stride, mult] : std::vector<std::array<int64_t, 4>>{{7, 7, 1, 1}, {5, 4, 1, 2}, {9, 8, 2, 1}}) {
+    int64_t C = 5, OW = (W - 1) / stride + 1;
+    ops::Conv2dParams p{int(stride), int(stride), 1, 1, 1, 1, 1};
+    Tensor X = placeholder({1, C, H, W}, float32, "X"), Wt = placeholder({C * mult, 1, 3, 3}, float32, "W");
+    Tensor Y = ops::depthwise_conv2d_nchw(X, Wt, p);
+    Buffer x = ref::random(X.shape(), 11), w = ref::random(Wt.shape(), 12);
+    p.groups = int(C);
+    Schedule s = ops::default_schedule({Y}, Target::host(), {Wt});
+    bool pixels = s.to_cpp().find(R"(s["dwconv.local"].fuse({"k", "l"});)") != std::string::npos;
+    EXPECT_EQ(pixels, stride == 1 && 2 * OW <= lanes) << H << "x" << W << " stride " << stride << "\n" << s.to_cpp();
+    ref::expect_close(ref::run(s, {X, Wt, Y}, {x, w})[0], ref::conv2d_nchw(x, w, p));
+  }
+}
+
 TEST(Ops, DepthwiseConv2dNhwc) {
   // Weights [R, S, C, m]: output channel c*m + j reads channel c with W[., ., c, j], as the
   // grouped NCHW convolution with weights [C*m, 1, R, S] does. Multiplier 2, and multiplier

@@ -135,7 +135,7 @@ class Widen : public IRMutator {
       if (u.changed) {
         Expr saved = pred_;
         pred_ = saved.defined() ? (saved && c) : c;
-        t = mutate(unclamped);
+        t = mutate(simplify(unclamped));
         pred_ = saved;
       }
     }
