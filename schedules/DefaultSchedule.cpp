@@ -678,11 +678,12 @@ void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& 
   schedule_register_block(s, acc, {0, 1}, 2, 3, kv);
 }
 
-// Depthwise convolution in NCHW at stride 1 whose rows fill at most half a vector (7 columns of 16 lanes): each
-// channel's pixels are one loop, in vectors that run on across the ends of rows, its window
-// unrolled; the padding's taps are masked loads of consecutive pixels (vectorize_loops unclamps
-// them). The channel's accumulators are then copied out whole. MobileNetV2's 960@7 (AVX-512, 2
-// threads): 13.7 us a row at a time (7 of 16 lanes), 9.2 us this way.
+// Depthwise convolution in NCHW at stride 1 whose rows fill at most half a vector (7 columns
+// of 16 lanes): each channel's pixels are one loop, in vectors that run on across the ends of
+// rows, its window unrolled; the padding's taps are masked loads of consecutive pixels
+// (vectorize_loops unclamps them). The channel's accumulators are then copied out whole.
+// MobileNetV2's 960@7 (AVX-512, 2 threads): 13.7 us a row at a time (7 of 16 lanes), 8.2 us
+// this way. At 14x14 (12.25 vectors against 14 rows of 14 lanes) it was slower: 23 -> 29 us.
 void schedule_depthwise_pixels(Schedule& s, const std::string& out, const std::string& acc, int lanes) {
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, c, y, x

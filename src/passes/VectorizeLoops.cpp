@@ -135,6 +135,8 @@ class Widen : public IRMutator {
       if (u.changed) {
         Expr saved = pred_;
         pred_ = saved.defined() ? (saved && c) : c;
+        // Simplified first: without its clamps, a fused loop's flat index (p / W + ry) * W + p % W
+        // + rx folds back to p + ry * W + rx, a dense ramp rather than a gather.
         t = mutate(simplify(unclamped));
         pred_ = saved;
       }

@@ -204,6 +204,9 @@ LoopProgram infer_bounds(const ScheduleState& st) {
     for (auto& iv : op->axis) n.root_min.push_back(make_int(iv.min())), n.root_ext.push_back(iv.extent());
     for (auto& iv : op->reduce_axis) n.root_min.push_back(make_int(iv.min())), n.root_ext.push_back(iv.extent());
 
+    // A stage computed at a loop holds what its readers read inside that loop. So does a
+    // de-interleaved copy at the root: its readers may take only some phases (a stride-2 1x1
+    // convolution reads phase 0 of rows and columns), and the rest would be copied for nothing.
     bool at = s.attach == StageState::At;
     if (at || (s.attach == StageState::Root && op->tag == "deinterleave" && !st.is_output(s.name))) {
       std::set<const ExprNode*> outer;
@@ -228,6 +231,7 @@ LoopProgram infer_bounds(const ScheduleState& st) {
         int rsp = int(rop->axis.size());
         for (int r = 0; r < reader.st->num_root; ++r) {
           const IterVar& iv = r < rsp ? rop->axis[r] : rop->reduce_axis[r - rsp];
+          // An axis of one iteration is its minimum: a 1x1 window's tap (y*2 + ry) % 2 is then 0.
           to_loops[iv.var().get()] = reader.root_ext[r] == 1 ? reader.root_min[r] : reader.root_value[r];
         }
         for (auto& idx : loads)
