@@ -300,6 +300,24 @@ TEST(Ops, OneByOneNchwDefaultIsAGemmOverThePixels) {
   ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, {}));
 }
 
+TEST(Ops, NchwDefaultBlocksAWholeRowOfA1x1Layer) {
+  // Channel-blocked (196 pixels are no whole number of vectors): a 1x1 layer's register block
+  // may take all registers but four: with AVX-512's 32, a row of 14 columns by two vectors of
+  // channels; a 3x3 layer's keeps 3/4 of them (24: two blocks of 7 columns).
+  Target t = Target::host();
+  int64_t lanes = t.vector_bytes / 4;
+  for (int64_t R : {1, 3}) {
+    ops::Conv2dParams p{1, 1, int(R / 2), int(R / 2), 1, 1, 1};
+    Tensor X = placeholder({1, 24, 14, 14}, float32, "X"), W = placeholder({2 * lanes, 24, R, R}, float32, "W");
+    Tensor Y = ops::conv2d_nchw(X, W, p);
+    Schedule s = ops::default_schedule({Y}, t, {W});
+    std::string split = R"(.split("l", )" + std::string(R == 1 ? "14" : "7") + ");";
+    if (t.vector_registers >= 32) EXPECT_NE(s.to_cpp().find(split), std::string::npos) << R << "\n" << s.to_cpp();
+    Buffer x = ref::random(X.shape(), 13), w = ref::random(W.shape(), 14);
+    ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, p));
+  }
+}
+
 TEST(Ops, NchwDefaultChunksTheReductionWhereTheWeightsOutweighTheInput) {
   // Weights larger than the input, output of 14x14: each block of output channels
   // accumulates over the whole image while the input channels run in chunks (their weights
