@@ -257,13 +257,14 @@ int64_t channel_blocks(int64_t KO, const Target& target) {
 // them), at most accumulators() vectors. Each step of a block costs about its broadcasts
 // plus its weight loads, so the blocks of a row cost ceil(OW / reg) x (reg + kb / lanes): on
 // ResNet-50's 512@7 layer (AVX2) 4 columns (4 + 3) ran 1.6x faster than 6 (6 + 1), on
-// 256@14 5 columns ran 1.1x faster than 6 (5 + 4 against 6 + 6 + 2). A 1x1 convolution's
-// block, with no taps' loops around it, may take all registers but four: a row of 14
-// columns x 2 vectors in one block (NCHW, AVX-512, 2 threads: 1024->512 at 14x14 381 -> 402
-// GFLOP/s, 256->1024 303-339 -> 350, MobileNetV2's 384->64 358 -> 398).
-int64_t columns_per_block(int64_t OW, int64_t kb, int lanes, const Target& target, bool one_by_one = false) {
+// 256@14 5 columns ran 1.1x faster than 6 (5 + 4 against 6 + 6 + 2). The block of a 1x1 or a
+// strided convolution may take all registers but four (`all_but_four`): a row of 14 columns x 2
+// vectors in one block (NCHW, AVX-512, 2 threads, alternating runs: 1024->512 at 14x14 338 -> 365
+// GFLOP/s, 256->1024 301 -> 316, MobileNetV2's 384->64 322 -> 355; 3x3 stride 2 256@28 355 -> 376,
+// 128@56 320 -> 343). Not a 3x3 stride-1 one's: 256@14 ran 372 -> 216, 128@28 352 -> 252.
+int64_t columns_per_block(int64_t OW, int64_t kb, int lanes, const Target& target, bool all_but_four = false) {
   int64_t reg = 1, cost = 0;
-  int64_t most = one_by_one ? target.vector_registers - 4 : accumulators(target);
+  int64_t most = all_but_four ? target.vector_registers - 4 : accumulators(target);
   for (int64_t r = 1; r <= std::min<int64_t>(OW, most * lanes / kb); ++r) {
     int64_t c = (OW + r - 1) / r * (r + kb / lanes);
     if (cost == 0 || c <= cost) reg = r, cost = c;
@@ -534,7 +535,7 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   int64_t kb = K % (2 * lanes) == 0 ? 2 * lanes : lanes;
   int64_t window = 1;
   for (size_t r = 1; r < op_of(s, acc)->reduce_axis.size(); ++r) window *= op_of(s, acc)->reduce_axis[r].extent();
-  int64_t reg = columns_per_block(OW, kb, lanes, target, window == 1);
+  int64_t reg = columns_per_block(OW, kb, lanes, target, window == 1 || column_stride(op_of(s, acc)) > 1);
   int64_t chunk = reduction_chunk(s, acc, kb);
   block_weights(s, acc, kb, constant);
   auto a = s[acc].leaf_axes();  // n, k, y, x, then the reduction

@@ -300,18 +300,21 @@ TEST(Ops, OneByOneNchwDefaultIsAGemmOverThePixels) {
   ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, {}));
 }
 
-TEST(Ops, NchwDefaultBlocksAWholeRowOfA1x1Layer) {
-  // Channel-blocked (196 pixels are no whole number of vectors): a 1x1 layer's register block
-  // may take all registers but four: with AVX-512's 32, a row of 14 columns by two vectors of
-  // channels; a 3x3 layer's keeps 3/4 of them (24: two blocks of 7 columns).
+TEST(Ops, NchwDefaultBlocksAWholeRowOfA1x1OrStridedLayer) {
+  // Channel-blocked (196 output pixels are no whole number of vectors): the register block of a
+  // 1x1 or a strided layer may take all registers but four: with AVX-512's 32, a row of 14
+  // columns by two vectors of channels; a 3x3 stride-1 layer's keeps 3/4 of them (24: two
+  // blocks of 7 columns).
   Target t = Target::host();
   int64_t lanes = t.vector_bytes / 4;
-  for (int64_t R : {1, 3}) {
-    ops::Conv2dParams p{1, 1, int(R / 2), int(R / 2), 1, 1, 1};
-    Tensor X = placeholder({1, 24, 14, 14}, float32, "X"), W = placeholder({2 * lanes, 24, R, R}, float32, "W");
+  for (auto [R, stride] : std::vector<std::pair<int64_t, int>>{{1, 1}, {3, 1}, {3, 2}}) {
+    ops::Conv2dParams p{stride, stride, int(R / 2), int(R / 2), 1, 1, 1};
+    Tensor X = placeholder({1, 24, 14 * stride, 14 * stride}, float32, "X");
+    Tensor W = placeholder({2 * lanes, 24, R, R}, float32, "W");
     Tensor Y = ops::conv2d_nchw(X, W, p);
     Schedule s = ops::default_schedule({Y}, t, {W});
-    std::string split = R"(.split("l", )" + std::string(R == 1 ? "14" : "7") + ");";
+    bool whole_row = R == 1 || stride > 1;
+    std::string split = R"(.split("l", )" + std::string(whole_row ? "14" : "7") + ");";
     if (t.vector_registers >= 32) EXPECT_NE(s.to_cpp().find(split), std::string::npos) << R << "\n" << s.to_cpp();
     Buffer x = ref::random(X.shape(), 13), w = ref::random(W.shape(), 14);
     ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, p));
