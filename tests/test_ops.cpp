@@ -415,6 +415,25 @@ TEST(Ops, NchwDepthwiseOfNarrowRowsRunsOverThePixels) {
   }
 }
 
+TEST(Ops, NhwcDefaultBlocksAWholeRowOf14Columns) {
+  // Rows of up to 28 columns: blocks of 14 columns by two vectors of channels with AVX-512's 32
+  // registers (all but four hold accumulators); wider rows keep 3/4 of them (12 columns).
+  Target t = Target::host();
+  int64_t lanes = t.vector_bytes / 4;
+  for (int64_t H : {14, 56}) {
+    ops::Conv2dParams p{1, 1, 1, 1, 1, 1, 1};
+    Tensor X = placeholder({1, H, H, 16}, float32, "X"), W = placeholder({3, 3, 16, 2 * lanes}, float32, "W");
+    Tensor Y = ops::conv2d_nhwc(X, W, p);
+    Schedule s = ops::default_schedule({Y}, t, {W});
+    std::string split = R"(s["conv"].split("k", )" + std::string(H == 14 ? "14" : "12") + ");";
+    if (t.vector_registers >= 32) EXPECT_NE(s.to_cpp().find(split), std::string::npos) << H << "\n" << s.to_cpp();
+    Buffer x = ref::random(X.shape(), 15), w = ref::random(W.shape(), 16);
+    Buffer want = ref::permute(ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), ref::permute(w, {3, 2, 0, 1}), p),
+                               {0, 2, 3, 1});
+    ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], want);
+  }
+}
+
 TEST(Ops, DepthwiseConv2dNhwc) {
   // Weights [R, S, C, m]: output channel c*m + j reads channel c with W[., ., c, j], as the
   // grouped NCHW convolution with weights [C*m, 1, R, S] does. Multiplier 2, and multiplier
