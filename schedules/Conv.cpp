@@ -258,8 +258,12 @@ int64_t pixel_stride(const OperationNode* op) {
     for (auto& i : l->indices) visit_exprs(i, [&](const Expr& x) { used.insert(x.get()); });
     if (!used.count(h.get()) && !used.count(w.get())) return;
     size_t d = l->indices.size();
-    int64_t sh = d >= 2 && !l->op->is_compute() ? times(simplify(substitute(l->indices[d - 2], unit)), h) : 0;
-    int64_t sw = d >= 2 && !l->op->is_compute() ? times(simplify(substitute(l->indices[d - 1], unit)), w) : 0;
+    if (d < 2 || l->op->is_compute()) {
+      stride = 0;
+      return;
+    }
+    int64_t sh = times(simplify(substitute(l->indices[d - 2], unit)), h);
+    int64_t sw = times(simplify(substitute(l->indices[d - 1], unit)), w);
     stride = sh > 0 && sh == sw && (stride < 0 || stride == sh) ? sh : 0;
   });
   return std::max<int64_t>(stride, 0);

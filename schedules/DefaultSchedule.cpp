@@ -533,9 +533,10 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   const OperationNode* op = op_of(s, out);
   int64_t K = op->shape[1], OW = op->shape[3];
   int64_t kb = K % (2 * lanes) == 0 ? 2 * lanes : lanes;
-  int64_t window = 1;
-  for (size_t r = 1; r < op_of(s, acc)->reduce_axis.size(); ++r) window *= op_of(s, acc)->reduce_axis[r].extent();
-  int64_t reg = columns_per_block(OW, kb, lanes, target, window == 1 || column_stride(op_of(s, acc)) > 1);
+  const OperationNode* aop = op_of(s, acc);
+  int64_t window = 1;  // the taps, the reduction's axes after the input channels
+  for (size_t r = 1; r < aop->reduce_axis.size(); ++r) window *= aop->reduce_axis[r].extent();
+  int64_t reg = columns_per_block(OW, kb, lanes, target, window == 1 || column_stride(aop) > 1);
   int64_t chunk = reduction_chunk(s, acc, kb);
   block_weights(s, acc, kb, constant);
   auto a = s[acc].leaf_axes();  // n, k, y, x, then the reduction

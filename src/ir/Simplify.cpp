@@ -336,17 +336,23 @@ class Simplifier : public IRMutator {
     return rebuild_binary(e, a, b);
   }
 
-  // For a >= 0, writes a = k*Q + R where Q gathers the terms whose coefficients k divides.
-  // Succeeds when Q has terms and both Q and R are provably non-negative, so that
-  // a / k == Q + R / k and a % k == R % k; `r_below_k` says R < k (then a / k == Q).
-  bool quotient(const Expr& a, int64_t k, DType t, Expr* q, Expr* r, bool* r_below_k) {
-    Linear l = linearize(a), ql, rl;
+  // a = k*Q + R, where Q gathers the terms (and the constant's part) whose coefficients k divides.
+  static void split_by(const Expr& a, int64_t k, Linear* q, Linear* r) {
+    Linear l = linearize(a);
     for (auto& [atom, c] : l.terms) {
-      if (c % k == 0) ql.terms.emplace_back(atom, c / k);
-      else rl.terms.emplace_back(atom, c);
+      if (c % k == 0) q->terms.emplace_back(atom, c / k);
+      else r->terms.emplace_back(atom, c);
     }
-    ql.c = l.c / k;
-    rl.c = l.c % k;
+    q->c = l.c / k;
+    r->c = l.c % k;
+  }
+
+  // For a >= 0, writes a = k*Q + R (split_by). Succeeds when Q has terms and both Q and R are
+  // provably non-negative, so that a / k == Q + R / k and a % k == R % k; `r_below_k` says
+  // R < k (then a / k == Q).
+  bool quotient(const Expr& a, int64_t k, DType t, Expr* q, Expr* r, bool* r_below_k) {
+    Linear ql, rl;
+    split_by(a, k, &ql, &rl);
     CI bq = CI::point(ql.c), br = CI::point(rl.c);
     for (auto& [atom, c] : ql.terms) bq = ci_add(bq, ci_scale(bounds(atom), c));
     for (auto& [atom, c] : rl.terms) br = ci_add(br, ci_scale(bounds(atom), c));
@@ -357,16 +363,12 @@ class Simplifier : public IRMutator {
     return true;
   }
 
-  // a == k * q exactly: every term's coefficient and the constant are multiples of k. Then
-  // a / k == q and a % k == 0 whatever the signs (a stride-2 read's (y*2) % 2).
-  bool exact_quotient(const Expr& a, int64_t k, DType t, Expr* q) {
-    Linear l = linearize(a), ql;
-    if (l.c % k) return false;
-    for (auto& [atom, c] : l.terms) {
-      if (c % k) return false;
-      ql.terms.emplace_back(atom, c / k);
-    }
-    ql.c = l.c / k;
+  // a == k * Q exactly (split_by leaves no R). Then a / k == Q and a % k == 0 whatever the
+  // signs (a stride-2 read's (y*2) % 2).
+  static bool exact_quotient(const Expr& a, int64_t k, DType t, Expr* q) {
+    Linear ql, rl;
+    split_by(a, k, &ql, &rl);
+    if (!rl.terms.empty() || rl.c != 0) return false;
     *q = build(ql, t);
     return true;
   }
