@@ -3,8 +3,9 @@
 
 #include <cstdio>
 #include <fstream>
-#include <set>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "runtime/Runtime.h"
@@ -307,6 +308,60 @@ TEST(CodeGen, PaddedReadsAreMaskedVectorLoads) {
     for (int64_t j = 0; j < 8; ++j)
       ASSERT_FLOAT_EQ(out.get(i * 8 + j), padded(i, 2 * j + 1) + padded(i, 2 * j)) << i << "," << j;
   }
+}
+
+// A stride-2 window's taps 2j + 1, 2j + 2, 2j + 3 read two phases of the same elements: the
+// reads of one statement share one load of each span (two spans, not three loads), and only
+// of the elements read: the row ends at the last tap's last element.
+TEST(CodeGen, StridedReadsOfOneSpanShareALoad) {
+  int64_t w = Target::host().vector_bytes / 4, n = 2 * w + 4;
+  Tensor X = placeholder({3, n}, float32, "X");
+  Tensor S = compute({3, w}, [&](Var i, Var j) {
+    return X(i, j * 2 + 1) + X(i, j * 2 + 2) * 2.0f + X(i, j * 2 + 3) * 3.0f;
+  }, "S");
+  Schedule s({S});
+  s[S].vectorize("j");
+  Module m = build(s, {X, S});
+  std::string ir = m.llvm_ir();
+  size_t loads = 0;  // vector loads: masked, or plain where every element is read
+  std::istringstream lines(ir);
+  for (std::string l; std::getline(lines, l);)
+    loads += (l.find(" call ") != std::string::npos && l.find("@llvm.masked.load.") != std::string::npos) ||
+             l.find(" = load <") != std::string::npos;
+  EXPECT_EQ(loads, 2u) << ir;
+  Buffer x = ref::random(X.shape(), 8), out(S.shape(), float32);
+  m(x, out);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < w; ++j) {
+      auto at = [&](int64_t c) { return float(x.get(i * n + c)); };
+      ASSERT_FLOAT_EQ(out.get(i * w + j), at(2 * j + 1) + at(2 * j + 2) * 2 + at(2 * j + 3) * 3) << i << "," << j;
+    }
+}
+
+// A padded stride-2 read of a de-interleaved copy: column 2j - 1 is phase (2j - 1) % 2 at
+// (2j - 1) / 2, a gather as it stands; where the padding's condition holds (j >= 1) they are
+// 1 and j - 1, so the read is one masked load of consecutive elements of phase 1.
+TEST(CodeGen, PaddedReadsOfADeinterleavedCopyAreDense) {
+  int64_t w = Target::host().vector_bytes / 4;
+  Tensor X = placeholder({3, 2 * w}, float32, "X");
+  Tensor P = ops::pad(X, {0, 1}, {0, 0}, 0.0, "P");
+  Tensor S = compute({3, w}, [&](Var i, Var j) { return P(i, j * 2) + P(i, j * 2 + 1) * 2.0f; }, "S");
+  Schedule s({S});
+  Tensor D = s.deinterleave(X, {P}, 1, 2);
+  s[P].compute_inline();
+  s[S].vectorize("j");
+  std::string lowered = lower(s, {X, S}, "f").str();
+  EXPECT_NE(lowered.find("X.deint[ramp(((i*" + std::to_string(2 * w) + ") + " + std::to_string(w - 1) + "), 1, "),
+            std::string::npos) << lowered;
+  EXPECT_EQ(lowered.find("%"), std::string::npos) << lowered;
+  Module m = build(s, {X, S});
+  Buffer x = ref::random(X.shape(), 9), out(S.shape(), float32);
+  m(x, out);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < w; ++j) {
+      float left = j >= 1 ? float(x.get(i * 2 * w + 2 * j - 1)) : 0.0f;
+      ASSERT_FLOAT_EQ(out.get(i * w + j), left + float(x.get(i * 2 * w + 2 * j)) * 2) << i << "," << j;
+    }
 }
 
 // A clamp the condition does not imply stays: the read is of the clamped element.

@@ -36,6 +36,21 @@ TEST(Simplify, ExactMultiplesDivideWithoutRanges) {
   EXPECT_EQ(to_string(simplify((x * 2 + y) / 2)), "(((x*2) + y)/2)");
 }
 
+TEST(Simplify, NegativeConstantsDivideByTheirFloor) {
+  // A padded stride-2 read's column 2x - 1 where x >= 1 (the padding's condition): phase 1 of
+  // pair x - 1. Split as 2(x - 1) + 1, not 2x + -1, whose remainder is negative.
+  Var x("x"), y("y");
+  BoundsMap b{{x.get(), {1, 7}}, {y.get(), {1, 3}}};
+  EXPECT_EQ(to_string(simplify((x * 2 - 1) % 2, &b)), "1");
+  EXPECT_EQ(to_string(simplify((x * 2 - 1) / 2, &b)), "(x - 1)");
+  EXPECT_EQ(to_string(simplify((x * 4 - 3) / 4, &b)), "(x - 1)");
+  // The truncated split still comes first: 2x + (y - 1) with y >= 1 needs no x >= 1.
+  BoundsMap from0{{x.get(), {0, 7}}, {y.get(), {1, 1}}};
+  EXPECT_EQ(to_string(simplify((x * 2 + y - 1) / 2, &from0)), "x");
+  // x may be 0: (2x - 1) / 2 is then 0 (truncated), not x - 1; left alone.
+  EXPECT_EQ(to_string(simplify((x * 2 - 1) / 2, &from0)), "(((x*2) - 1)/2)");
+}
+
 TEST(Simplify, ComparisonsProvedFromLoopRanges) {
   Var io("io"), ii("ii");
   BoundsMap b{{io.get(), {0, 3}}, {ii.get(), {0, 7}}};

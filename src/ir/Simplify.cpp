@@ -337,30 +337,35 @@ class Simplifier : public IRMutator {
   }
 
   // a = k*Q + R, where Q gathers the terms (and the constant's part) whose coefficients k divides.
-  static void split_by(const Expr& a, int64_t k, Linear* q, Linear* r) {
+  // The constant's part is its truncated quotient, or with `floor` its floor (2x - 1 as
+  // 2(x - 1) + 1 rather than 2x + -1).
+  static void split_by(const Expr& a, int64_t k, Linear* q, Linear* r, bool floor = false) {
     Linear l = linearize(a);
     for (auto& [atom, c] : l.terms) {
       if (c % k == 0) q->terms.emplace_back(atom, c / k);
       else r->terms.emplace_back(atom, c);
     }
-    q->c = l.c / k;
-    r->c = l.c % k;
+    q->c = l.c / k - (floor && l.c % k < 0 ? 1 : 0);
+    r->c = l.c - k * q->c;
   }
 
-  // For a >= 0, writes a = k*Q + R (split_by). Succeeds when Q has terms and both Q and R are
-  // provably non-negative, so that a / k == Q + R / k and a % k == R % k; `r_below_k` says
-  // R < k (then a / k == Q).
+  // For a >= 0, writes a = k*Q + R (split_by, the constant truncated, else floored). Succeeds
+  // when Q has terms and both Q and R are provably non-negative, so that a / k == Q + R / k
+  // and a % k == R % k; `r_below_k` says R < k (then a / k == Q).
   bool quotient(const Expr& a, int64_t k, DType t, Expr* q, Expr* r, bool* r_below_k) {
-    Linear ql, rl;
-    split_by(a, k, &ql, &rl);
-    CI bq = CI::point(ql.c), br = CI::point(rl.c);
-    for (auto& [atom, c] : ql.terms) bq = ci_add(bq, ci_scale(bounds(atom), c));
-    for (auto& [atom, c] : rl.terms) br = ci_add(br, ci_scale(bounds(atom), c));
-    if (ql.terms.empty() || !bq.bounded_below() || bq.min < 0 || !br.bounded_below() || br.min < 0) return false;
-    *q = build(ql, t);
-    *r = build(rl, t);
-    *r_below_k = br.bounded_above() && br.max < k;
-    return true;
+    for (bool floor : {false, true}) {
+      Linear ql, rl;
+      split_by(a, k, &ql, &rl, floor);
+      CI bq = CI::point(ql.c), br = CI::point(rl.c);
+      for (auto& [atom, c] : ql.terms) bq = ci_add(bq, ci_scale(bounds(atom), c));
+      for (auto& [atom, c] : rl.terms) br = ci_add(br, ci_scale(bounds(atom), c));
+      if (ql.terms.empty() || !bq.bounded_below() || bq.min < 0 || !br.bounded_below() || br.min < 0) continue;
+      *q = build(ql, t);
+      *r = build(rl, t);
+      *r_below_k = br.bounded_above() && br.max < k;
+      return true;
+    }
+    return false;
   }
 
   // a == k * Q exactly (split_by leaves no R). Then a / k == Q and a % k == 0 whatever the

@@ -130,14 +130,19 @@ class Widen : public IRMutator {
     // Reads in bounds only where the condition holds (a padded copy's) would gather their
     // clamped lanes: unclamped and masked by the condition, they are one masked vector load.
     if (c.dtype().is_vector()) {
-      Unclamp u(nonnegative_facts(op->cond));
+      std::vector<Expr> facts = nonnegative_facts(op->cond);
+      Unclamp u(facts);
       Expr unclamped = u.mutate(op->t);
-      if (u.changed) {
+      bool narrowed = false;
+      BoundsMap where = bounds_where(facts, &narrowed);
+      if (u.changed || narrowed) {
         Expr saved = pred_;
         pred_ = saved.defined() ? (saved && c) : c;
-        // Simplified first: without its clamps, a fused loop's flat index (p / W + ry) * W + p % W
-        // + rx folds back to p + ry * W + rx, a dense ramp rather than a gather.
-        t = mutate(simplify(unclamped));
+        // Simplified first, within the ranges where the condition holds: without its clamps, a
+        // fused loop's flat index (p / W + ry) * W + p % W + rx folds back to p + ry * W + rx,
+        // and a stride-2 read's phase (2x - 1) % 2 and column (2x - 1) / 2 to 1 and x - 1 where
+        // x >= 1: dense ramps rather than gathers.
+        t = mutate(simplify(unclamped, &where));
         pred_ = saved;
       }
     }
@@ -152,6 +157,34 @@ class Widen : public IRMutator {
     if (op->op == Intrinsic::Skippable) return const_true();
     for (auto& a : args) a = widen(a, lanes_);
     return Call::make(op->type.with_lanes(lanes_), op->op, args);
+  }
+  // The ranges of the enclosing loops and of the vectorized variable, narrowed where a fact
+  // f >= 0 is linear in one variable v, c*v + d (what a padded read's condition says of its column).
+  BoundsMap bounds_where(const std::vector<Expr>& facts, bool* narrowed) const {
+    BoundsMap m = bounds_;
+    m[var_.get()] = {0, lanes_ - 1};
+    for (auto& f : facts) {
+      Var v;
+      bool linear = true;  // constants times one variable, added
+      visit_exprs(f, [&](const Expr& x) {
+        const Mul* mul = x.as<Mul>();
+        NodeKind k = x.get()->kind;
+        linear &= k == NodeKind::Add || k == NodeKind::Sub || k == NodeKind::IntImm ||
+                  (mul && (mul->a.as<IntImm>() || mul->b.as<IntImm>())) ||
+                  (k == NodeKind::Variable && (!v.defined() || v.same_as(x)));
+        if (k == NodeKind::Variable) v = Var(x.node());
+      });
+      int64_t d, d1;
+      if (!linear || !v.defined() || !is_const_int(simplify(substitute(f, v, make_int(0, f.dtype()))), &d) ||
+          !is_const_int(simplify(substitute(f, v, make_int(1, f.dtype()))), &d1) || d1 == d)
+        continue;
+      int64_t c = d1 - d, q = d / std::abs(c) - (d % std::abs(c) < 0 ? 1 : 0);  // floor(d / |c|)
+      ConstInterval& r = m[v.get()];
+      if (c > 0) r.min = std::max(r.min, -q);
+      else r.max = std::min(r.max, q);
+      *narrowed = true;
+    }
+    return m;
   }
   Expr visit(const Let*, const Expr&) override { throw NotVectorizable(); }
   Expr visit(const Reduce*, const Expr&) override { throw NotVectorizable(); }
