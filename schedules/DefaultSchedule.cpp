@@ -613,16 +613,19 @@ void schedule_conv_nchw_columns(Schedule& s, const std::string& out, const std::
 }
 
 // A strided convolution of fewer input channels than a vector (the 3-channel stem), its
-// output columns the vector: its input is de-interleaved by the stride in one pass (the
-// padding inlined into it), so that each tap's columns are one contiguous load (a stride-2 load is two loads
-// and a shuffle, and the shuffles compete with the FMAs for their ports). A block of kb
-// output channels x nv vectors of columns accumulates in registers, each weight one broadcast
-// (the weights blocked by kb channels), and is stored to the caller's rows as it is. In the
-// channel-blocked path the short reduction (3 x 7 x 7) left each block's copy out to NCHW
-// rows, a gather per channel, a large part of its time. Half the vector registers hold
-// accumulators: the taps' loops carry them, and with 24 (AVX-512) they spilled. ResNet-50's
-// stem at 2 threads (AVX-512): 245 GFLOP/s channel-blocked, 372 this way (8 x 2 vectors), 213
-// with 8 x 3.
+// output columns the vector. A block of kb output channels x nv vectors of columns
+// accumulates in registers, each weight one broadcast (the weights blocked by kb channels),
+// and is stored to the caller's rows as it is. In the channel-blocked path the short
+// reduction (3 x 7 x 7) left each block's copy out to NCHW rows, a gather per channel, a
+// large part of its time. Half the vector registers hold accumulators: the taps' loops carry
+// them, and with 24 (AVX-512) they spilled. ResNet-50's stem at 2 threads (AVX-512): 245
+// GFLOP/s channel-blocked, 372 this way (8 x 2 vectors), 213 with 8 x 3.
+// Where the window is wider than 3, the input is de-interleaved by the stride in one pass
+// (the padding inlined into it), so that each tap's columns are one contiguous load: a
+// stride-2 tap is a shuffle of a span it shares with the next, and the shuffles compete
+// with the FMAs for their ports. A 3-wide window's taps are two spans and three shuffles:
+// without the copy MobileNetV2's stem (3x3) ran 234 -> 248-275 GFLOP/s, ResNet-50's (7x7)
+// 345 -> 270.
 void schedule_conv_nchw_strided(Schedule& s, const std::string& out, const std::string& acc, int lanes, bool constant,
                                 const Target& target) {
   const OperationNode* op = op_of(s, out);
@@ -630,7 +633,8 @@ void schedule_conv_nchw_strided(Schedule& s, const std::string& out, const std::
   int64_t K = op->shape[1], OW = op->shape[3];
   int64_t nv = std::min<int64_t>((OW + lanes - 1) / lanes, 2);
   int64_t kb = divisor_at_most(K, target.vector_registers / 2 / nv);
-  schedule_injective(s, s.deinterleave(Tensor(aop->inputs()[0]), {s.tensor(acc)}, 3, column_stride(aop)).name());
+  if (aop->reduce_axis.back().extent() > 3)
+    schedule_injective(s, s.deinterleave(Tensor(aop->inputs()[0]), {s.tensor(acc)}, 3, column_stride(aop)).name());
   block_weights(s, acc, kb, constant);
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, k, y, x

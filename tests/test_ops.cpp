@@ -360,18 +360,22 @@ TEST(Ops, NchwDefaultSubsamplesTheInputOfAStrided1x1Convolution) {
 }
 
 TEST(Ops, NchwDefaultDeinterleavesAStridedInputOfFewChannels) {
-  // The stem's shape, smaller: 3 input channels, 7x7 at stride 2. The padded input is
-  // de-interleaved by the stride in one pass and the output columns are the vector.
-  ops::Conv2dParams p{2, 2, 3, 3, 1, 1, 1};
-  Tensor X = placeholder({1, 3, 41, 40}, float32, "X"), W = placeholder({16, 3, 7, 7}, float32, "W");
-  Tensor Y = ops::conv2d_nchw(X, W, p);
-  Buffer x = ref::random(X.shape(), 7), w = ref::random(W.shape(), 8);
-  Buffer want = ref::conv2d_nchw(x, w, p);
-  Schedule rewritten = ops::default_schedule({Y}, Target::host(), {W});
-  std::string cpp = rewritten.to_cpp();
-  EXPECT_NE(cpp.find("deinterleave("), std::string::npos) << cpp;
-  ref::expect_close(ref::run(rewritten, {X, W, Y}, {x, w})[0], want);
-  ref::expect_close(run_default({X, W, Y}, {x, w})[0], want);
+  // The stems' shapes, smaller: 3 input channels at stride 2, the output columns the vector.
+  // A 7x7 window's padded input is de-interleaved by the stride in one pass; a 3x3 window's
+  // taps read their shared spans of the input in place.
+  for (int r : {7, 3}) {
+    ops::Conv2dParams p{2, 2, r / 2, r / 2, 1, 1, 1};
+    Tensor X = placeholder({1, 3, 41, 40}, float32, "X"), W = placeholder({16, 3, r, r}, float32, "W");
+    Tensor Y = ops::conv2d_nchw(X, W, p);
+    Buffer x = ref::random(X.shape(), 7), w = ref::random(W.shape(), 8);
+    Buffer want = ref::conv2d_nchw(x, w, p);
+    Schedule rewritten = ops::default_schedule({Y}, Target::host(), {W});
+    std::string cpp = rewritten.to_cpp();
+    EXPECT_EQ(cpp.find("deinterleave(") != std::string::npos, r == 7) << cpp;
+    EXPECT_NE(cpp.find(R"(s["conv"].vectorize("l.inner"))"), std::string::npos) << cpp;
+    ref::expect_close(ref::run(rewritten, {X, W, Y}, {x, w})[0], want);
+    ref::expect_close(run_default({X, W, Y}, {x, w})[0], want);
+  }
 }
 
 TEST(Ops, DepthwiseConv2d) {
