@@ -32,7 +32,7 @@ bool image_axes_fuse(const OperationNode* op);
 // A copy of the first input of `stage` holding just the pixels it reads at `stride`.
 Tensor subsample_input(Schedule& s, const std::string& stage, int64_t stride);
 // Whether fused pixels fill whole vectors in blocks of `block`, the last a power of two of them.
-bool whole_pixel_vectors(int64_t pixels, int64_t block, int64_t lanes);
+bool whole_pixel_vectors(int64_t pixels, int64_t block, int64_t lanes, bool narrower_last = false);
 Schedule gpu_default_schedule(const std::vector<Tensor>& outputs, const Target& target);
 
 }  // namespace tessel::ops

@@ -311,10 +311,12 @@ Tensor subsample_input(Schedule& s, const std::string& stage, int64_t stride) {
 // last, narrower vector (196 pixels at 14x14) made the default's GEMM over the pixels no
 // faster than the channel-blocked path (AVX2, 1024->256: 158 GFLOP/s against 157-165); a
 // last block of one whole vector made it faster (AVX-512, 28x28: 144->32 234 -> 349
-// GFLOP/s, 512->128 293 -> 374).
-bool whole_pixel_vectors(int64_t pixels, int64_t block, int64_t lanes) {
+// GFLOP/s, 512->128 293 -> 374). With `narrower_last` the last block may end in a narrower
+// vector, if that block is a power of two of lanes (196 pixels: 3 blocks of 64 and one of 4).
+bool whole_pixel_vectors(int64_t pixels, int64_t block, int64_t lanes, bool narrower_last) {
   int64_t vectors = block / lanes, last = pixels % block;
-  return block % lanes == 0 && (vectors & (vectors - 1)) == 0 && pixels % lanes == 0 && (last & (last - 1)) == 0;
+  return block % lanes == 0 && (vectors & (vectors - 1)) == 0 && (narrower_last || pixels % lanes == 0) &&
+         (last & (last - 1)) == 0;
 }
 
 }  // namespace tessel::ops

@@ -878,8 +878,15 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       // subsample_input).
       int64_t stride = layout == "NCHW" && !depthwise ? pixel_stride(op) : 0;
       if (stride > 1) schedule_injective(s, subsample_input(s, name, stride).name());
+      // Over a short reduction (at most 8 vectors' worth of steps) the pixels may end in a
+      // narrower vector: the channel-blocked path's copy out to NCHW rows (a transpose) costs
+      // much against so few FMAs per output. AVX-512, 2 threads, 14x14: 64->384 208 -> 300
+      // GFLOP/s, 96->576 251 -> 334, 128->512 265 -> 311, 32->192 156 -> 180; at 192 input
+      // channels no faster (192->64 320 -> 273, 192->576 equal).
+      int64_t steps = 1;
+      for (auto& r : op->reduce_axis) steps *= r.extent();
       if (layout == "NCHW" && !depthwise && !epilogue_of.count(name) && (image_axes_fuse(op) || stride > 1) &&
-          whole_pixel_vectors(op->shape[2] * op->shape[3], pixel_vectors(target) * lanes, lanes)) {
+          whole_pixel_vectors(op->shape[2] * op->shape[3], pixel_vectors(target) * lanes, lanes, steps <= 8 * lanes)) {
         schedule_conv_nchw_pixels(s, name, lanes, target);
         done.insert(name);
         continue;

@@ -301,16 +301,16 @@ TEST(Ops, OneByOneNchwDefaultIsAGemmOverThePixels) {
 }
 
 TEST(Ops, NchwDefaultBlocksAWholeRowOfA1x1OrStridedLayer) {
-  // Channel-blocked (196 output pixels are no whole number of vectors): the register block of a
-  // 1x1 or a strided layer may take all registers but four: with AVX-512's 32, a row of 14
+  // Channel-blocked (196 output pixels are no whole number of vectors, the reduction is long):
+  // the register block of a 1x1 or a strided layer may take all registers but four: with AVX-512's 32, a row of 14
   // columns by two vectors of channels; a 3x3 stride-1 layer's keeps 3/4 of them (24: two
   // blocks of 7 columns).
   Target t = Target::host();
   int64_t lanes = t.vector_bytes / 4;
   for (auto [R, stride] : std::vector<std::pair<int64_t, int>>{{1, 1}, {3, 1}, {3, 2}}) {
     ops::Conv2dParams p{stride, stride, int(R / 2), int(R / 2), 1, 1, 1};
-    Tensor X = placeholder({1, 24, 14 * stride, 14 * stride}, float32, "X");
-    Tensor W = placeholder({2 * lanes, 24, R, R}, float32, "W");
+    Tensor X = placeholder({1, 9 * lanes, 14 * stride, 14 * stride}, float32, "X");
+    Tensor W = placeholder({2 * lanes, 9 * lanes, R, R}, float32, "W");
     Tensor Y = ops::conv2d_nchw(X, W, p);
     Schedule s = ops::default_schedule({Y}, t, {W});
     bool whole_row = R == 1 || stride > 1;
@@ -318,6 +318,22 @@ TEST(Ops, NchwDefaultBlocksAWholeRowOfA1x1OrStridedLayer) {
     if (t.vector_registers >= 32) EXPECT_NE(s.to_cpp().find(split), std::string::npos) << R << "\n" << s.to_cpp();
     Buffer x = ref::random(X.shape(), 13), w = ref::random(W.shape(), 14);
     ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, p));
+  }
+}
+
+TEST(Ops, NchwDefaultRunsAShortReductionOverThePixelsEndingInANarrowerVector) {
+  // 1x1 at 14x14: 196 pixels end in a narrower vector. Over at most 8 vectors' worth of input
+  // channels the GEMM over the pixels is the default; over more, the channel-blocked path.
+  // At 7x7 the last block (49 pixels) is no power of two of lanes: channel-blocked.
+  int64_t lanes = Target::host().vector_bytes / 4;
+  for (auto [C, H] : std::vector<std::pair<int64_t, int64_t>>{{4 * lanes, 14}, {9 * lanes, 14}, {4 * lanes, 7}}) {
+    Tensor X = placeholder({1, C, H, H}, float32, "X"), W = placeholder({40, C, 1, 1}, float32, "W");
+    Tensor Y = ops::conv2d_nchw(X, W, {});
+    Schedule s = ops::default_schedule({Y}, Target::host(), {W});
+    bool pixels = s.to_cpp().find("cache_write") == std::string::npos;
+    EXPECT_EQ(pixels, C <= 8 * lanes && H == 14) << C << "@" << H << "\n" << s.to_cpp();
+    Buffer x = ref::random(X.shape(), 15), w = ref::random(W.shape(), 16);
+    ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, {}));
   }
 }
 
