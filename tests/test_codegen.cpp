@@ -364,6 +364,39 @@ TEST(CodeGen, PaddedReadsOfADeinterleavedCopyAreDense) {
     }
 }
 
+// A stride-2 depthwise layer's input in four phase planes (rows and columns de-interleaved,
+// the planes stored whole) read over the fused output pixels p: a padded tap's read
+// ((2 (p / 7) - 1) % 2, (2 (p / 7) - 1) / 2, ...) is dense where its condition (p / 7 >= 1, a
+// quotient taken as a bounded variable) holds: plane (1, 1) at p - 8, a masked load.
+TEST(CodeGen, PaddedReadsOfPhasePlanesOverFusedPixelsAreDense) {
+  int64_t C = 2, H = 14, lanes = Target::host().vector_bytes / 4;
+  ops::Conv2dParams p{2, 2, 1, 1, 1, 1, 1};
+  Tensor X = placeholder({1, C, H, H}, float32, "X"), W = placeholder({C, 1, 3, 3}, float32, "W");
+  Tensor Y = ops::depthwise_conv2d_nchw(X, W, p);
+  Schedule s({Y});
+  Tensor P = s.tensor(Y.name() + ".pad");
+  Tensor cols = s.deinterleave(X, {P}, 3, 2);
+  Tensor planes = s.deinterleave(cols, {P}, 2, 2);
+  s[cols].compute_inline();
+  s[P].compute_inline();
+  auto d = s[planes].leaf_axes();  // n, c, row phase, row, column phase, column
+  s[planes].reorder_storage({d[0], d[1], d[2], d[4], d[3], d[5]});
+  Stage o = s[Y];
+  auto a = o.leaf_axes();  // n, c, y, x, ry, rx
+  auto [po, pi] = o.split(o.fuse({a[2], a[3]}), lanes);
+  o.reorder({a[0], a[1], po, a[4], a[5], pi});
+  o.unroll(a[4]);
+  o.unroll(a[5]);
+  o.vectorize(pi);
+  std::string lowered = lower(s, {X, W, Y}, "f").str();
+  std::string two = "x" + std::to_string(lanes) + "(2))";  // a vector phase or position: a gather
+  EXPECT_EQ(lowered.find("% " + two), std::string::npos) << lowered;
+  EXPECT_EQ(lowered.find("/" + two), std::string::npos) << lowered;
+  Buffer x = ref::random(X.shape(), 17), w = ref::random(W.shape(), 18);
+  p.groups = int(C);
+  ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, p));
+}
+
 // A clamp the condition does not imply stays: the read is of the clamped element.
 TEST(CodeGen, ClampsTheConditionDoesNotImplyStay) {
   Tensor X = placeholder({16}, float32, "X");

@@ -72,6 +72,31 @@ class Unclamp : public IRMutator {
   std::vector<Expr> facts_;
 };
 
+// Whether f is a sum of constants times one atom, set in *atom: a variable, or a division or
+// modulo by a constant (a fused loop's row p / W and column p % W).
+bool linear_in_atom(const Expr& f, Expr* atom) {
+  if (f.as<IntImm>()) return true;
+  if (const Add* a = f.as<Add>()) return linear_in_atom(a->a, atom) && linear_in_atom(a->b, atom);
+  if (const Sub* d = f.as<Sub>()) return linear_in_atom(d->a, atom) && linear_in_atom(d->b, atom);
+  if (const Mul* m = f.as<Mul>())
+    return (m->a.as<IntImm>() && linear_in_atom(m->b, atom)) || (m->b.as<IntImm>() && linear_in_atom(m->a, atom));
+  bool quotient = (f.as<Div>() || f.as<Mod>()) && static_cast<const BinaryNode*>(f.get())->b.as<IntImm>();
+  if (!f.as<Variable>() && !quotient) return false;
+  if (!atom->defined()) *atom = f;
+  return equal(*atom, f);
+}
+
+// Replaces every subexpression equal to `from` (structurally) with `to`.
+class ReplaceEqual : public IRMutator {
+ public:
+  ReplaceEqual(Expr from, Expr to) : from_(std::move(from)), to_(std::move(to)) {}
+  using IRMutator::mutate;
+  Expr mutate(const Expr& e) override { return equal(e, from_) ? to_ : IRMutator::mutate(e); }
+
+ private:
+  Expr from_, to_;
+};
+
 class Widen : public IRMutator {
  public:
   Widen(const Var& v, int lanes, const BoundsMap& bounds) : var_(v), lanes_(lanes), bounds_(bounds) {}
@@ -133,16 +158,22 @@ class Widen : public IRMutator {
       std::vector<Expr> facts = nonnegative_facts(op->cond);
       Unclamp u(facts);
       Expr unclamped = u.mutate(op->t);
+      std::vector<std::pair<Expr, Var>> atoms;  // quotients the facts bound, as fresh variables
       bool narrowed = false;
-      BoundsMap where = bounds_where(facts, &narrowed);
+      BoundsMap where = bounds_where(facts, &atoms, &narrowed);
       if (u.changed || narrowed) {
         Expr saved = pred_;
         pred_ = saved.defined() ? (saved && c) : c;
         // Simplified first, within the ranges where the condition holds: without its clamps, a
         // fused loop's flat index (p / W + ry) * W + p % W + rx folds back to p + ry * W + rx,
         // and a stride-2 read's phase (2x - 1) % 2 and column (2x - 1) / 2 to 1 and x - 1 where
-        // x >= 1: dense ramps rather than gathers.
-        t = mutate(simplify(unclamped, &where));
+        // x >= 1 (or, of fused pixels, x = p % W): dense ramps rather than gathers.
+        Expr x = unclamped;
+        VarMap back;
+        for (auto& [q, v] : atoms) x = ReplaceEqual(q, v).mutate(x), back[v.get()] = q;
+        x = simplify(x, &where);
+        if (!back.empty()) x = simplify(substitute(x, back), &where);
+        t = mutate(x);
         pred_ = saved;
       }
     }
@@ -159,24 +190,23 @@ class Widen : public IRMutator {
     return Call::make(op->type.with_lanes(lanes_), op->op, args);
   }
   // The ranges of the enclosing loops and of the vectorized variable, narrowed where a fact
-  // f >= 0 is linear in one variable v, c*v + d (what a padded read's condition says of its column).
-  BoundsMap bounds_where(const std::vector<Expr>& facts, bool* narrowed) const {
+  // f >= 0 is linear in one atom u, c*u + d (what a padded read's condition says of its column);
+  // an atom that is a quotient is bounded as a fresh variable, entered in `atoms`.
+  BoundsMap bounds_where(const std::vector<Expr>& facts, std::vector<std::pair<Expr, Var>>* atoms,
+                         bool* narrowed) const {
     BoundsMap m = bounds_;
     m[var_.get()] = {0, lanes_ - 1};
     for (auto& f : facts) {
-      Var v;
-      bool linear = true;  // constants times one variable, added
-      visit_exprs(f, [&](const Expr& x) {
-        const Mul* mul = x.as<Mul>();
-        NodeKind k = x.get()->kind;
-        linear &= k == NodeKind::Add || k == NodeKind::Sub || k == NodeKind::IntImm ||
-                  (mul && (mul->a.as<IntImm>() || mul->b.as<IntImm>())) ||
-                  (k == NodeKind::Variable && (!v.defined() || v.same_as(x)));
-        if (k == NodeKind::Variable) v = Var(x.node());
-      });
+      Expr u;
+      if (!linear_in_atom(f, &u) || !u.defined()) continue;
+      Var v = u.as<Variable>() ? Var(u.node()) : Var();
+      for (auto& [q, w] : *atoms)
+        if (!v.defined() && equal(q, u)) v = w;
+      if (!v.defined()) atoms->push_back({u, v = Var("atom", u.dtype())});
+      Expr fv = u.as<Variable>() ? f : ReplaceEqual(u, v).mutate(f);
       int64_t d, d1;
-      if (!linear || !v.defined() || !is_const_int(simplify(substitute(f, v, make_int(0, f.dtype()))), &d) ||
-          !is_const_int(simplify(substitute(f, v, make_int(1, f.dtype()))), &d1) || d1 == d)
+      if (!is_const_int(simplify(substitute(fv, v, make_int(0, f.dtype()))), &d) ||
+          !is_const_int(simplify(substitute(fv, v, make_int(1, f.dtype()))), &d1) || d1 == d)
         continue;
       int64_t c = d1 - d, q = d / std::abs(c) - (d % std::abs(c) < 0 ? 1 : 0);  // floor(d / |c|)
       ConstInterval& r = m[v.get()];
