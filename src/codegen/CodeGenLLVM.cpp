@@ -537,8 +537,8 @@ class CodeGen {
         if (!sp->value || sp->block != b_.GetInsertBlock()) {
           std::vector<llvm::Constant*> read;
           for (unsigned i = 0; i < sp->width; ++i) read.push_back(b_.getInt1(sp->lanes >> i & 1));
-          llvm::Value* p = element_ptr(buffer, sp->offset.defined() ? emit(sp->offset + make_int(sp->start, base.dtype()))
-                                                                     : emit(make_int(sp->start, base.dtype())));
+          Expr start = make_int(sp->start, base.dtype());
+          llvm::Value* p = element_ptr(buffer, emit(sp->offset.defined() ? sp->offset + start : start));
           sp->value = b_.CreateMaskedLoad(llvm::FixedVectorType::get(mem_type(et), sp->width), p, elem_align(et),
                                           llvm::ConstantVector::get(read));
           sp->block = b_.GetInsertBlock();
@@ -568,8 +568,8 @@ class CodeGen {
   // Stride-s reads of one span of elements, such as a stride-2 convolution's taps 2x - 1, 2x
   // and 2x + 1 in a row, phases of the same 32 columns: the reads in a store, or in a block's
   // stores, of a buffer that it does not write share one load of the span (of every element
-  // any of them reads), each a shuffle of it. Separate, the three taps of each row were six loads, most of
-  // them split across cache lines (MobileNetV2's 144@56 stride-2 depthwise: 32 us).
+  // any of them reads), each a shuffle of it. Read apart, the three taps of a row were six
+  // loads, most of them split across cache lines.
   struct Span {
     const ExprNode* buffer;
     Expr offset;     // the reads' base less its constant (undefined: none)
