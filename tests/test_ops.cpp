@@ -302,9 +302,9 @@ TEST(Ops, OneByOneNchwDefaultIsAGemmOverThePixels) {
 
 TEST(Ops, NchwDefaultBlocksAWholeRowOfA1x1OrStridedLayer) {
   // Channel-blocked (196 output pixels are no whole number of vectors, the reduction is long):
-  // the register block of a 1x1 or a strided layer may take all registers but four: with AVX-512's 32, a row of 14
-  // columns by two vectors of channels; a 3x3 stride-1 layer's keeps 3/4 of them (24: two
-  // blocks of 7 columns).
+  // the register block of a 1x1 or a strided layer may take all registers but four: with
+  // AVX-512's 32, a row of 14 columns by two vectors of channels; a 3x3 stride-1 layer's keeps
+  // 3/4 of them (24: two blocks of 7 columns).
   Target t = Target::host();
   int64_t lanes = t.vector_bytes / 4;
   for (auto [R, stride] : std::vector<std::pair<int64_t, int>>{{1, 1}, {3, 1}, {3, 2}}) {

@@ -633,7 +633,8 @@ class CodeGen {
       if (!w) continue;
       visit_exprs(w->value, [&](const Expr& e) {
         const Load* l = e.as<Load>();
-        if (!l || l->predicate.defined() || written.count(l->buffer.get()) || buffer_type_.at(l->buffer.get()).is_bool())
+        if (!l || l->predicate.defined() || written.count(l->buffer.get()) ||
+            buffer_type_.at(l->buffer.get()).is_bool())
           return;
         if (int64_t stride = small_stride(l->index))
           shared_span(l->buffer, l->index.as<Ramp>()->base, stride, unsigned(l->type.lanes), true);
