@@ -291,11 +291,12 @@ bool weights_larger(Schedule& s, const std::string& acc) {
 // Steps of a convolution's outermost reduction axis per chunk, for the reduction run in
 // chunks outside the image's rows (see schedule_conv_nchwc): as many as keep the weights of
 // `channels` output channels within 16 KB of L1; 0 (no chunks) where the weights are the
-// smaller operand or the output is under 14x14, where each block's weights come from L2
-// for only a few rows (NCHWc's 2048->512 at 7x7 ran 0.39 -> 0.42 ms chunked).
-int64_t reduction_chunk(Schedule& s, const std::string& acc, int64_t channels) {
+// smaller operand or, unless `small_images`, the output is under 14x14, where each block's
+// weights come from L2 for only a few rows (NCHWc's 2048->512 at 7x7 ran 0.39 -> 0.42 ms
+// chunked).
+int64_t reduction_chunk(Schedule& s, const std::string& acc, int64_t channels, bool small_images = false) {
   const OperationNode* op = op_of(s, acc);
-  if (!weights_larger(s, acc) || op->shape[2] * op->shape[3] < 196) return 0;
+  if (!weights_larger(s, acc) || (op->shape[2] * op->shape[3] < 196 && !small_images)) return 0;
   int64_t bytes = channels * op->dtype.bytes();
   for (size_t i = 1; i < op->reduce_axis.size(); ++i) bytes *= op->reduce_axis[i].extent();
   return divisor_at_most(op->reduce_axis[0].extent(), std::max<int64_t>(1, 16384 / bytes));
@@ -537,7 +538,14 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   int64_t window = 1;  // the taps, the reduction's axes after the input channels
   for (size_t r = 1; r < aop->reduce_axis.size(); ++r) window *= aop->reduce_axis[r].extent();
   int64_t reg = columns_per_block(OW, kb, lanes, target, window == 1 || column_stride(aop) > 1);
-  int64_t chunk = reduction_chunk(s, acc, kb);
+  // Under 14x14 too where one block's weights outgrow L1 (48 KB) and the blocks share evenly
+  // among the cores: row by row, each row read them from L2 again. AVX-512, 2 threads, best of
+  // 4-6 alternating runs: 960->320 at 7x7 382 -> 409 GFLOP/s, 2048->512 354 -> 386, 512->2048
+  // 358 -> 366, 512@7 3x3 401 -> 446, 512@14 3x3 stride 2 334 -> 356; 320->1280, whose block's
+  // weights fit, 377 -> 355; 576->160, 5 blocks on 2 cores, 359 -> 326.
+  int64_t block_bytes = aop->reduce_axis[0].extent() * window * kb * op->dtype.bytes();
+  bool small_images = block_bytes > 48 * 1024 && target.shares_evenly(op->shape[0] * ((K + kb - 1) / kb));
+  int64_t chunk = reduction_chunk(s, acc, kb, small_images);
   block_weights(s, acc, kb, constant);
   auto a = s[acc].leaf_axes();  // n, k, y, x, then the reduction
   s[acc].reorder_storage({a[0], a[2], a[3], a[1]});

@@ -357,6 +357,22 @@ TEST(Ops, NchwDefaultChunksTheReductionWhereTheWeightsOutweighTheInput) {
   }
 }
 
+TEST(Ops, NchwDefaultChunksTheReductionOfSmallImagesWhereABlocksWeightsOutgrowL1) {
+  // 7x7 output: the reduction runs in chunks where one block of output channels (two vectors)
+  // has more than 48 KB of weights and the blocks share evenly among the cores; with fewer
+  // input channels (a block's weights within L1), row by row.
+  Target t = Target::host();
+  int64_t kb = 2 * (t.vector_bytes / 4), K = 8 * t.num_cores * kb, fit = 48 * 1024 / (4 * kb);
+  for (int64_t C : {fit + kb, fit / 2}) {
+    Tensor X = placeholder({1, C, 7, 7}, float32, "X"), W = placeholder({K, C, 1, 1}, float32, "W");
+    Tensor Y = ops::conv2d_nchw(X, W, {});
+    Schedule s = ops::default_schedule({Y}, t, {W});
+    EXPECT_EQ(s.to_cpp().find(R"(split("rc")") != std::string::npos, C > fit) << C << "\n" << s.to_cpp();
+    Buffer x = ref::random(X.shape(), 19), w = ref::random(W.shape(), 20);
+    ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, {}));
+  }
+}
+
 TEST(Ops, NchwDefaultSubsamplesTheInputOfAStrided1x1Convolution) {
   // ResNet-50's downsampling layers, smaller: the pixels read at stride 2 are copied out once,
   // then fused into vectors (28x28 -> 14x14 output: whole vectors of pixels) or blocked by
