@@ -27,6 +27,14 @@ int64_t divisor_at_most(int64_t n, int64_t cap) {
   return 1;
 }
 
+// Steps of op's reduction from its axis `from` on (from 1: a convolution's window, the taps
+// per input channel).
+int64_t reduction_steps(const OperationNode* op, size_t from = 0) {
+  int64_t n = 1;
+  for (size_t i = from; i < op->reduce_axis.size(); ++i) n *= op->reduce_axis[i].extent();
+  return n;
+}
+
 // Element-wise stage `out` over the same iteration space as `acc`: a fusable epilogue.
 bool is_epilogue(Schedule& s, const std::string& out, const std::string& acc) {
   const OperationNode* o = op_of(s, out);
@@ -297,8 +305,7 @@ bool weights_larger(Schedule& s, const std::string& acc) {
 int64_t reduction_chunk(Schedule& s, const std::string& acc, int64_t channels, bool small_images = false) {
   const OperationNode* op = op_of(s, acc);
   if (!weights_larger(s, acc) || (op->shape[2] * op->shape[3] < 196 && !small_images)) return 0;
-  int64_t bytes = channels * op->dtype.bytes();
-  for (size_t i = 1; i < op->reduce_axis.size(); ++i) bytes *= op->reduce_axis[i].extent();
+  int64_t bytes = channels * op->dtype.bytes() * reduction_steps(op, 1);
   return divisor_at_most(op->reduce_axis[0].extent(), std::max<int64_t>(1, 16384 / bytes));
 }
 
@@ -489,9 +496,7 @@ int64_t column_stride(const OperationNode* op) {
 // copy out to NCHW rows, and the columns make better vectors (MobileNetV2's 24->144 1x1 at
 // 56x56: 51 GFLOP/s blocked, 120 with the columns; 96->576 at 14x14: 126 blocked, 100).
 bool short_and_wide(const OperationNode* op, int lanes) {
-  int64_t reduction = 1;
-  for (auto& r : op->reduce_axis) reduction *= r.extent();
-  return reduction <= 64 && op->shape[3] >= 4 * lanes;
+  return reduction_steps(op) <= 64 && op->shape[3] >= 4 * lanes;
 }
 
 // The output of an NCHW convolution in blocks of kb channels x xb columns, parallel over
@@ -535,15 +540,13 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   int64_t K = op->shape[1], OW = op->shape[3];
   int64_t kb = K % (2 * lanes) == 0 ? 2 * lanes : lanes;
   const OperationNode* aop = op_of(s, acc);
-  int64_t window = 1;  // the taps, the reduction's axes after the input channels
-  for (size_t r = 1; r < aop->reduce_axis.size(); ++r) window *= aop->reduce_axis[r].extent();
-  int64_t reg = columns_per_block(OW, kb, lanes, target, window == 1 || column_stride(aop) > 1);
+  int64_t reg = columns_per_block(OW, kb, lanes, target, reduction_steps(aop, 1) == 1 || column_stride(aop) > 1);
   // Under 14x14 too where one block's weights outgrow L1 (48 KB) and the blocks share evenly
   // among the cores: row by row, each row read them from L2 again. AVX-512, 2 threads, best of
   // 4-6 alternating runs: 960->320 at 7x7 382 -> 409 GFLOP/s, 2048->512 354 -> 386, 512->2048
   // 358 -> 366, 512@7 3x3 401 -> 446, 512@14 3x3 stride 2 334 -> 356; 320->1280, whose block's
   // weights fit, 377 -> 355; 576->160, 5 blocks on 2 cores, 359 -> 326.
-  int64_t block_bytes = aop->reduce_axis[0].extent() * window * kb * op->dtype.bytes();
+  int64_t block_bytes = reduction_steps(aop) * kb * op->dtype.bytes();
   bool small_images = block_bytes > 48 * 1024 && target.shares_evenly(op->shape[0] * ((K + kb - 1) / kb));
   int64_t chunk = reduction_chunk(s, acc, kb, small_images);
   block_weights(s, acc, kb, constant);
@@ -891,10 +894,9 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       // much against so few FMAs per output. AVX-512, 2 threads, 14x14: 64->384 208 -> 300
       // GFLOP/s, 96->576 251 -> 334, 128->512 265 -> 311, 32->192 156 -> 180; at 192 input
       // channels no faster (192->64 320 -> 273, 192->576 equal).
-      int64_t steps = 1;
-      for (auto& r : op->reduce_axis) steps *= r.extent();
       if (layout == "NCHW" && !depthwise && !epilogue_of.count(name) && (image_axes_fuse(op) || stride > 1) &&
-          whole_pixel_vectors(op->shape[2] * op->shape[3], pixel_vectors(target) * lanes, lanes, steps <= 8 * lanes)) {
+          whole_pixel_vectors(op->shape[2] * op->shape[3], pixel_vectors(target) * lanes, lanes,
+                              reduction_steps(op) <= 8 * lanes)) {
         schedule_conv_nchw_pixels(s, name, lanes, target);
         done.insert(name);
         continue;

@@ -532,36 +532,36 @@ class CodeGen {
   llvm::Value* strided_load(const Var& buffer, const Expr& base, int64_t stride, DType t, llvm::Value* mask) {
     unsigned lanes = unsigned(t.lanes), span = unsigned(llvm::PowerOf2Ceil(uint64_t(stride) * lanes));
     DType et = buffer_type_.at(buffer.get());
-    if (!mask) {
-      if (Span* sp = shared_span(buffer, base, stride, lanes)) {
-        if (!sp->value || sp->block != b_.GetInsertBlock()) {
-          std::vector<llvm::Constant*> read;
-          for (unsigned i = 0; i < sp->width; ++i) read.push_back(b_.getInt1(sp->lanes >> i & 1));
-          Expr start = make_int(sp->start, base.dtype());
-          llvm::Value* p = element_ptr(buffer, emit(sp->offset.defined() ? sp->offset + start : start));
-          sp->value = b_.CreateMaskedLoad(llvm::FixedVectorType::get(mem_type(et), sp->width), p, elem_align(et),
-                                          llvm::ConstantVector::get(read));
-          sp->block = b_.GetInsertBlock();
-        }
-        std::vector<int> every;
-        for (unsigned i = 0; i < lanes; ++i) every.push_back(int(span_lane(base, stride) + i * unsigned(stride)));
-        return b_.CreateShuffleVector(sp->value, every);
+    llvm::Value* all;
+    unsigned first = 0;  // the read's first element in `all`
+    if (Span* sp = mask ? nullptr : shared_span(buffer, base, stride, lanes)) {
+      if (!sp->value || sp->block != b_.GetInsertBlock()) {
+        std::vector<llvm::Constant*> read;
+        for (unsigned i = 0; i < sp->width; ++i) read.push_back(b_.getInt1(sp->lanes >> i & 1));
+        Expr start = make_int(sp->start, base.dtype());
+        llvm::Value* p = element_ptr(buffer, emit(sp->offset.defined() ? sp->offset + start : start));
+        sp->value = b_.CreateMaskedLoad(llvm::FixedVectorType::get(mem_type(et), sp->width), p, elem_align(et),
+                                        llvm::ConstantVector::get(read));
+        sp->block = b_.GetInsertBlock();
       }
+      all = sp->value;
+      first = span_lane(base, stride);
+    } else {
+      auto* wide = llvm::FixedVectorType::get(mem_type(et), span);
+      std::vector<llvm::Constant*> keep;
+      std::vector<int> from_mask;  // lane of `mask` deciding each element, or `lanes` (off)
+      for (unsigned i = 0; i < span; ++i) {
+        bool kept = i % unsigned(stride) == 0 && i / unsigned(stride) < lanes;
+        keep.push_back(b_.getInt1(kept));
+        from_mask.push_back(int(kept ? i / unsigned(stride) : lanes));
+      }
+      llvm::Value* span_mask = llvm::ConstantVector::get(keep);
+      if (mask)
+        span_mask = b_.CreateShuffleVector(mask, llvm::Constant::getNullValue(mask->getType()), from_mask);
+      all = b_.CreateMaskedLoad(wide, element_ptr(buffer, emit(base)), elem_align(et), span_mask);
     }
-    auto* wide = llvm::FixedVectorType::get(mem_type(et), span);
-    std::vector<llvm::Constant*> keep;
-    std::vector<int> from_mask;  // lane of `mask` deciding each element, or `lanes` (off)
-    for (unsigned i = 0; i < span; ++i) {
-      bool kept = i % unsigned(stride) == 0 && i / unsigned(stride) < lanes;
-      keep.push_back(b_.getInt1(kept));
-      from_mask.push_back(int(kept ? i / unsigned(stride) : lanes));
-    }
-    llvm::Value* span_mask = llvm::ConstantVector::get(keep);
-    if (mask)
-      span_mask = b_.CreateShuffleVector(mask, llvm::Constant::getNullValue(mask->getType()), from_mask);
-    llvm::Value* all = b_.CreateMaskedLoad(wide, element_ptr(buffer, emit(base)), elem_align(et), span_mask);
     std::vector<int> every;
-    for (unsigned i = 0; i < lanes; ++i) every.push_back(int(i * unsigned(stride)));
+    for (unsigned i = 0; i < lanes; ++i) every.push_back(int(first + i * unsigned(stride)));
     return b_.CreateShuffleVector(all, every);
   }
 
@@ -595,8 +595,9 @@ class CodeGen {
     Expr offset;
     int64_t k;
     split_constant(base, &offset, &k);
-    return unsigned(((k % stride) + stride) % stride);
+    return phase(k, stride);
   }
+  static unsigned phase(int64_t k, int64_t stride) { return unsigned(((k % stride) + stride) % stride); }
 
   // The span of a read of `lanes` elements `stride` apart from `base`: found in spans_, or with
   // `add` entered there (with the read's elements), else null.
@@ -604,7 +605,7 @@ class CodeGen {
     Expr offset;
     int64_t k;
     split_constant(base, &offset, &k);
-    unsigned first = span_lane(base, stride), width = unsigned(llvm::PowerOf2Ceil(uint64_t(stride) * lanes));
+    unsigned first = phase(k, stride), width = unsigned(llvm::PowerOf2Ceil(uint64_t(stride) * lanes));
     uint64_t read = 0;
     for (unsigned i = 0; i < lanes; ++i) read |= uint64_t(1) << (first + i * unsigned(stride));
     int64_t start = k - int64_t(first);
@@ -623,23 +624,23 @@ class CodeGen {
 
   // Enters the strided reads of a store, or of a block's stores, into spans_ (see Span).
   void collect_spans(const Stmt& s) {
+    std::vector<const Load*> reads;
+    const Block* block = s.as<Block>();
+    for (auto& st : block ? block->stmts : std::vector<Stmt>{s})
+      if (const Store* w = st.as<Store>())
+        visit_exprs(w->value, [&](const Expr& e) {
+          const Load* l = e.as<Load>();
+          if (l && !l->predicate.defined() && small_stride(l->index) && !buffer_type_.at(l->buffer.get()).is_bool())
+            reads.push_back(l);
+        });
+    if (reads.empty()) return;  // most blocks: no need to look for their stores
     std::unordered_set<const ExprNode*> written;
     visit_stmts(s, [&](const Stmt& st) {
       if (const Store* w = st.as<Store>()) written.insert(w->buffer.get());
     });
-    const Block* block = s.as<Block>();
-    for (auto& st : block ? block->stmts : std::vector<Stmt>{s}) {
-      const Store* w = st.as<Store>();
-      if (!w) continue;
-      visit_exprs(w->value, [&](const Expr& e) {
-        const Load* l = e.as<Load>();
-        if (!l || l->predicate.defined() || written.count(l->buffer.get()) ||
-            buffer_type_.at(l->buffer.get()).is_bool())
-          return;
-        if (int64_t stride = small_stride(l->index))
-          shared_span(l->buffer, l->index.as<Ramp>()->base, stride, unsigned(l->type.lanes), true);
-      });
-    }
+    for (const Load* l : reads)
+      if (!written.count(l->buffer.get()))
+        shared_span(l->buffer, l->index.as<Ramp>()->base, small_stride(l->index), unsigned(l->type.lanes), true);
   }
 
   // ---- statements ----
@@ -648,17 +649,15 @@ class CodeGen {
     if (!s.defined()) return;
     const StmtNode* n = s.get();
     switch (n->kind) {
-      case NodeKind::Block: {
-        size_t outer = spans_.size();
-        collect_spans(s);
-        for (auto& st : static_cast<const Block*>(n)->stmts) emit(st);
-        spans_.resize(outer);
-        return;
-      }
+      case NodeKind::Block:
       case NodeKind::Store: {
         size_t outer = spans_.size();
         collect_spans(s);
-        store(static_cast<const Store*>(n));
+        if (const Store* st = s.as<Store>()) {
+          store(st);
+        } else {
+          for (auto& child : static_cast<const Block*>(n)->stmts) emit(child);
+        }
         spans_.resize(outer);
         return;
       }
