@@ -11,6 +11,7 @@
 #include "runtime/Runtime.h"
 
 #include "reference.h"
+#include "tessel/ops.h"
 
 using namespace tessel;
 
@@ -89,7 +90,53 @@ TEST(CodeGen, DumpIrAfterEveryPass) {
   lower(s, {A, B, Y}, "k", o);
   EXPECT_EQ(passes, (std::vector<std::string>{"make_loop_nest", "simplify", "remove_true_guards", "storage_flatten",
                                               "vectorize_loops", "inject_prefetch", "unroll_loops", "simplify",
-                                              "place_skippable_guards", "storage_rewrite"}));
+                                              "place_skippable_guards", "unswitch_loops", "storage_rewrite"}));
+}
+
+// The lines of each loop over `var` in readable IR that hold an `if`.
+std::vector<std::string> ifs_inside_loops(const std::string& ir, const std::string& var, int* loops) {
+  std::vector<std::string> found;
+  std::istringstream in(ir);
+  std::string line;
+  size_t loop_indent = std::string::npos;
+  *loops = 0;
+  while (std::getline(in, line)) {
+    size_t indent = line.find_first_not_of(' ');
+    if (indent == std::string::npos) continue;
+    if (loop_indent != std::string::npos && indent <= loop_indent) loop_indent = std::string::npos;
+    if (line.compare(indent, 5 + var.size(), "for (" + var) == 0) loop_indent = indent, ++*loops;
+    else if (loop_indent != std::string::npos && line.compare(indent, 3, "if ") == 0) found.push_back(line);
+  }
+  return found;
+}
+
+TEST(CodeGen, GuardsEveryIterationDecidesAlikeComeOutOfTheLoop) {
+  // Blocks of 4 of 10 output channels (3, the last partial) in pairs, the pairs parallel:
+  // loop partitioning cannot take the guards of the second pair's block out of its loop
+  // (they depend on the pair). They decide alike in every step of the reduction, so it is
+  // copied for each outcome, each copy without a branch inside. The guards of a block's
+  // rows (8p + 4 + t < 10 for its rows t) decide together: the first block of a pair has
+  // two (rows 2 and 3: 3 copies), the second four, and its own (2 x 5 copies, less those
+  // left empty); each condition on its own would make 4 + 32.
+  Tensor X = placeholder({1, 32, 8, 8}, float32, "X"), Wt = placeholder({10, 32, 1, 1}, float32, "W");
+  Tensor Y = ops::conv2d_nchw(X, Wt, {});
+  Schedule s({Y});
+  Stage o = s[Y];
+  auto axes = o.leaf_axes();  // n k y x rc ry rx
+  Axis p = o.fuse({axes[2], axes[3]});
+  auto [ko, ki] = o.split(axes[1], 4);
+  auto [po, pi] = o.split(p, 16);
+  auto [koo, koi] = o.split(ko, 2);
+  o.reorder({axes[0], po, koo, koi, axes[4], axes[5], axes[6], ki, pi});
+  o.parallel(o.fuse({axes[0], po, koo}));
+  o.unroll(ki);
+  o.vectorize(pi);
+  int loops = 0;
+  std::string ir = lower(s, {X, Wt, Y}).str();
+  EXPECT_EQ(ifs_inside_loops(ir, "rc", &loops), std::vector<std::string>{}) << ir;
+  EXPECT_LE(loops, 13) << ir;
+  Buffer x = ref::random(X.shape(), 1), w = ref::random(Wt.shape(), 2);
+  ref::expect_close(ref::run(s, {X, Wt, Y}, {x, w})[0], ref::conv2d_nchw(x, w, {}));
 }
 
 TEST(CodeGen, ExportSharedLibraryWithHeader) {

@@ -98,6 +98,12 @@ LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& arg
   log("simplify", s);
   s = place_skippable_guards(s);
   log("place_skippable_guards", s);
+  // Not on GPUs: there such a branch is uniform across a warp and cheap, and the copies would
+  // only lengthen the kernel and its compile.
+  if (!target.is_gpu()) {
+    s = unswitch_loops(s);
+    log("unswitch_loops", s);
+  }
   s = storage_rewrite(s);
   log("storage_rewrite", s);
 

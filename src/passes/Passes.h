@@ -49,6 +49,9 @@ bool unrolls(const For* f, int64_t max_step, const UnrolledSize& body);
 // Skippable guards that partitioning and unrolling left undecided: one check in front of
 // a loop they guard whole, dropped elsewhere (the guarded code is harmless where they fail).
 Stmt place_skippable_guards(const Stmt& s);
+// Innermost serial loops copied for each outcome of the conditions that all their
+// iterations decide alike, each copy without those branches.
+Stmt unswitch_loops(const Stmt& s);
 // Reuses scratch buffers whose lifetimes do not overlap; hoists constant-size
 // allocations out of serial loops.
 Stmt storage_rewrite(const Stmt& s);
