@@ -1,6 +1,8 @@
 // Tuned kernels from tuning_logs/ against OpenBLAS (GEMM), oneDNN (conv2d: ResNet-50 in
 // NCHW16c, NCHW and NHWC, MobileNetV2 in NCHW and NHWC) and Tessel's default schedules, at 1 and 2 threads.
-// oneDNN picks its own best layouts (format `any`): it is the speed a user of it would get.
+// oneDNN picks its own best layouts (format `any`): it is the speed a user of it would get,
+// and the peer of the targets. In the lists in the layouts users give, oneDNN with its
+// activations in that layout too (onednn-nchw, onednn-nhwc): no reorder of them per call.
 //   bench_tuned [tuning_logs directory] [passes] [only]
 // `only` keeps the lists whose name contains it ("gemm" for the GEMMs alone).
 // Every kernel is built once; then all cases are timed `passes` times over (3 by default,
@@ -152,25 +154,38 @@ int main(int argc, char** argv) {
       using tag = dnnl::memory::format_tag;
       dnnl::memory::dims wei =
           dw ? dnnl::memory::dims{C, 1, 1, s["R"], s["S"]} : dnnl::memory::dims{K, C, s["R"], s["S"]};
-      auto desc = dnnl::convolution_forward::desc(
-          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-          dnnl::memory::desc({1, C, s["H"], s["W"]}, dt::f32, tag::any), dnnl::memory::desc(wei, dt::f32, tag::any),
-          dnnl::memory::desc({1, K, OH, OH}, dt::f32, tag::any), {s["stride"], s["stride"]}, {s["pad"], s["pad"]},
-          {s["pad"], s["pad"]});
+      // oneDNN in the activation layout it prefers (format `any`: the target's peer), and, for
+      // the lists in the layouts users give, with its activations in that layout (weights still
+      // its own): what a caller whose tensors are NCHW or NHWC gets without reordering them.
+      std::string user_layout = op.rfind("conv2d_nchwc", 0) == 0      ? ""
+                                : op.size() > 5 && op.substr(op.size() - 5) == "_nhwc" ? "nhwc"
+                                                                                       : "nchw";
+      auto desc = [&](tag act) {
+        return dnnl::convolution_forward::desc(
+            dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+            dnnl::memory::desc({1, C, s["H"], s["W"]}, dt::f32, act), dnnl::memory::desc(wei, dt::f32, tag::any),
+            dnnl::memory::desc({1, K, OH, OH}, dt::f32, act), {s["stride"], s["stride"]}, {s["pad"], s["pad"]},
+            {s["pad"], s["pad"]});
+      };
       for (int t : {1, 2}) {
-        // oneDNN plans its work for the thread count current when the primitive is made.
-        omp_set_num_threads(t);
-        auto pd = dnnl::convolution_forward::primitive_desc(desc, eng);
-        Onednn& o = onednn.emplace_back(Onednn{dnnl::convolution_forward(pd), dnnl::memory(pd.src_desc(), eng),
-                                               dnnl::memory(pd.weights_desc(), eng), dnnl::memory(pd.dst_desc(), eng)});
-        std::fill_n(static_cast<float*>(o.src.get_data_handle()), pd.src_desc().get_size() / 4, 0.5f);
-        std::fill_n(static_cast<float*>(o.wei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
         Case cs{&conv, shape, t, w.flops, k.tuned_from, impls(k)};
-        cs.impls.push_back({"onednn", [&o, &strm] {
-                              o.prim.execute(strm,
-                                             {{DNNL_ARG_SRC, o.src}, {DNNL_ARG_WEIGHTS, o.wei}, {DNNL_ARG_DST, o.dst}});
-                              strm.wait();
-                            }});
+        std::vector<std::pair<std::string, tag>> peers = {{"onednn", tag::any}};
+        if (!user_layout.empty())
+          peers.push_back({"onednn-" + user_layout, user_layout == "nhwc" ? tag::nhwc : tag::nchw});
+        for (auto& [name, act] : peers) {
+          // oneDNN plans its work for the thread count current when the primitive is made.
+          omp_set_num_threads(t);
+          auto pd = dnnl::convolution_forward::primitive_desc(desc(act), eng);
+          Onednn& o = onednn.emplace_back(Onednn{dnnl::convolution_forward(pd), dnnl::memory(pd.src_desc(), eng),
+                                                 dnnl::memory(pd.weights_desc(), eng), dnnl::memory(pd.dst_desc(), eng)});
+          std::fill_n(static_cast<float*>(o.src.get_data_handle()), pd.src_desc().get_size() / 4, 0.5f);
+          std::fill_n(static_cast<float*>(o.wei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
+          cs.impls.push_back({name, [&o, &strm] {
+                                o.prim.execute(
+                                    strm, {{DNNL_ARG_SRC, o.src}, {DNNL_ARG_WEIGHTS, o.wei}, {DNNL_ARG_DST, o.dst}});
+                                strm.wait();
+                              }});
+        }
         cases.push_back(cs);
       }
     }
@@ -191,12 +206,14 @@ int main(int argc, char** argv) {
   gemm.ratio("tessel-tuned", "openblas");
   gemm.ratio("tessel-tuned", "tessel-default");
   for (auto& conv : convs) {
-    conv.ratio("tessel-tuned", "onednn");
+    for (const char* peer : {"onednn", "onednn-nchw", "onednn-nhwc"}) conv.ratio("tessel-tuned", peer);
     conv.ratio("tessel-tuned", "tessel-default");
   }
   for (auto& conv : convs)
-    for (int t : {1, 2})
-      std::printf("{\"bench\": \"%s\", \"threads\": %d, \"geomean\": \"tessel-tuned/onednn\", \"value\": %.3f}\n",
-                  conv.name().c_str(), t, conv.geomean("tessel-tuned", "onednn", t));
+    for (const char* peer : {"onednn", "onednn-nchw", "onednn-nhwc"})
+      for (int t : {1, 2})
+        if (double g = conv.geomean("tessel-tuned", peer, t); g > 0)
+          std::printf("{\"bench\": \"%s\", \"threads\": %d, \"geomean\": \"tessel-tuned/%s\", \"value\": %.3f}\n",
+                      conv.name().c_str(), t, peer, g);
   return 0;
 }
