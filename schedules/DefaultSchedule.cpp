@@ -644,8 +644,8 @@ void schedule_conv_nchw_strided(Schedule& s, const std::string& out, const std::
   int64_t K = op->shape[1], OW = op->shape[3];
   int64_t nv = std::min<int64_t>((OW + lanes - 1) / lanes, 2);
   int64_t kb = divisor_at_most(K, target.vector_registers / 2 / nv);
-  if (aop->reduce_axis.back().extent() > 3)
-    schedule_injective(s, s.deinterleave(Tensor(aop->inputs()[0]), {s.tensor(acc)}, 3, column_stride(aop)).name());
+  bool wide = aop->reduce_axis.back().extent() > 3;
+  if (wide) schedule_injective(s, s.deinterleave(Tensor(aop->inputs()[0]), {s.tensor(acc)}, 3, column_stride(aop)).name());
   block_weights(s, acc, kb, constant);
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, k, y, x
@@ -662,6 +662,12 @@ void schedule_conv_nchw_strided(Schedule& s, const std::string& out, const std::
   order.insert(order.end(), aa.begin() + 4, aa.end());
   order.insert(order.end(), {aa[1], vo, vi});
   a.reorder(order);
+  // A row of taps unrolled: read in place, a stride-2 row's three taps share their spans (two
+  // loads and three shuffles for a vector), where a loop over them read each alone; a 7-tap row
+  // of the copy runs without its loop. A 3x3 window's rows are unrolled too (9 taps; the 7x7's
+  // 49 were no faster).
+  a.unroll(aa.back());
+  if (!wide) a.unroll(aa[aa.size() - 2]);
   a.unroll(aa[1]);
   a.unroll(vo);
   a.vectorize(vi);

@@ -394,7 +394,8 @@ TEST(Ops, NchwDefaultSubsamplesTheInputOfAStrided1x1Convolution) {
 TEST(Ops, NchwDefaultDeinterleavesAStridedInputOfFewChannels) {
   // The stems' shapes, smaller: 3 input channels at stride 2, the output columns the vector.
   // A 7x7 window's padded input is de-interleaved by the stride in one pass; a 3x3 window's
-  // taps read their shared spans of the input in place.
+  // taps read their shared spans of the input in place. A row of taps is unrolled (so that its
+  // taps share their spans), a 3x3 window's rows too.
   for (int r : {7, 3}) {
     ops::Conv2dParams p{2, 2, r / 2, r / 2, 1, 1, 1};
     Tensor X = placeholder({1, 3, 41, 40}, float32, "X"), W = placeholder({16, 3, r, r}, float32, "W");
@@ -405,6 +406,8 @@ TEST(Ops, NchwDefaultDeinterleavesAStridedInputOfFewChannels) {
     std::string cpp = rewritten.to_cpp();
     EXPECT_EQ(cpp.find("deinterleave(") != std::string::npos, r == 7) << cpp;
     EXPECT_NE(cpp.find(R"(s["conv"].vectorize("l.inner"))"), std::string::npos) << cpp;
+    EXPECT_NE(cpp.find(R"(s["conv.local"].unroll("rx"))"), std::string::npos) << cpp;
+    EXPECT_EQ(cpp.find(R"(s["conv.local"].unroll("ry"))") != std::string::npos, r == 3) << cpp;
     ref::expect_close(ref::run(rewritten, {X, W, Y}, {x, w})[0], want);
     ref::expect_close(run_default({X, W, Y}, {x, w})[0], want);
   }
