@@ -157,9 +157,7 @@ int main(int argc, char** argv) {
       // oneDNN in the activation layout it prefers (format `any`: the target's peer), and, for
       // the lists in the layouts users give, with its activations in that layout (weights still
       // its own): what a caller whose tensors are NCHW or NHWC gets without reordering them.
-      std::string user_layout = op.rfind("conv2d_nchwc", 0) == 0      ? ""
-                                : op.size() > 5 && op.substr(op.size() - 5) == "_nhwc" ? "nhwc"
-                                                                                       : "nchw";
+      std::string user_layout = op == "conv2d_nchwc" ? "" : op.ends_with("_nhwc") ? "nhwc" : "nchw";
       auto desc = [&](tag act) {
         return dnnl::convolution_forward::desc(
             dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
@@ -177,7 +175,8 @@ int main(int argc, char** argv) {
           omp_set_num_threads(t);
           auto pd = dnnl::convolution_forward::primitive_desc(desc(act), eng);
           Onednn& o = onednn.emplace_back(Onednn{dnnl::convolution_forward(pd), dnnl::memory(pd.src_desc(), eng),
-                                                 dnnl::memory(pd.weights_desc(), eng), dnnl::memory(pd.dst_desc(), eng)});
+                                                 dnnl::memory(pd.weights_desc(), eng),
+                                                 dnnl::memory(pd.dst_desc(), eng)});
           std::fill_n(static_cast<float*>(o.src.get_data_handle()), pd.src_desc().get_size() / 4, 0.5f);
           std::fill_n(static_cast<float*>(o.wei.get_data_handle()), pd.weights_desc().get_size() / 4, 0.25f);
           cs.impls.push_back({name, [&o, &strm] {

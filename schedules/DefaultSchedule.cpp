@@ -645,7 +645,8 @@ void schedule_conv_nchw_strided(Schedule& s, const std::string& out, const std::
   int64_t nv = std::min<int64_t>((OW + lanes - 1) / lanes, 2);
   int64_t kb = divisor_at_most(K, target.vector_registers / 2 / nv);
   bool wide = aop->reduce_axis.back().extent() > 3;
-  if (wide) schedule_injective(s, s.deinterleave(Tensor(aop->inputs()[0]), {s.tensor(acc)}, 3, column_stride(aop)).name());
+  if (wide)
+    schedule_injective(s, s.deinterleave(Tensor(aop->inputs()[0]), {s.tensor(acc)}, 3, column_stride(aop)).name());
   block_weights(s, acc, kb, constant);
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, k, y, x
