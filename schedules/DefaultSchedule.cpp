@@ -454,22 +454,22 @@ std::string conv_layout(const OperationNode* op) {
 }
 
 // The accumulator of a convolution template, computed at its output's block: the `outer`
-// spatial axes, the whole reduction, then the `unrolled` axis (one register per value) and
+// spatial axes, the whole reduction, then the `unrolled` axes (one register per value) and
 // the `vector` axis. The local block is `width` wide along the vector axis; splitting by it
 // makes the vector loop's extent known to the schedule.
-void schedule_register_block(Schedule& s, const std::string& acc, const std::vector<int>& outer, int unrolled,
-                             int vector, int64_t width) {
+void schedule_register_block(Schedule& s, const std::string& acc, const std::vector<int>& outer,
+                             const std::vector<int>& unrolled, int vector, int64_t width) {
   Stage a = s[acc];
   const OperationNode* op = op_of(s, acc);
   std::vector<Axis> order;
   for (int d : outer) order.push_back(op->axis[size_t(d)].name());
   for (auto& r : op->reduce_axis) order.push_back(r.name());
-  order.push_back(op->axis[size_t(unrolled)].name());
+  for (int d : unrolled) order.push_back(op->axis[size_t(d)].name());
   auto [vo, vi] = a.split(op->axis[size_t(vector)].name(), width);
   order.push_back(vo);
   order.push_back(vi);
   a.reorder(order);
-  a.unroll(op->axis[size_t(unrolled)].name());
+  for (int d : unrolled) a.unroll(op->axis[size_t(d)].name());
   a.vectorize(vi);
 }
 
@@ -499,17 +499,26 @@ bool short_and_wide(const OperationNode* op, int lanes) {
   return reduction_steps(op) <= 64 && op->shape[3] >= 4 * lanes;
 }
 
-// The output of an NCHW convolution in blocks of kb channels x xb columns, parallel over
-// (image, channel block, row) or (image, row, channel block) (weights_larger), the columns
-// in vector lanes; the accumulator is computed at each block.
-void block_nchw_output(Schedule& s, const std::string& out, const std::string& acc, int64_t kb, int64_t xb) {
+// The output of an NCHW convolution in blocks of kb channels x yb rows x xb columns, parallel
+// over (image, channel block, rows) or (image, rows, channel block) (weights_larger), the
+// columns in vector lanes; the accumulator is computed at each block.
+void block_nchw_output(Schedule& s, const std::string& out, const std::string& acc, int64_t kb, int64_t xb,
+                       int64_t yb = 1) {
   bool channels_first = weights_larger(s, acc);
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, k, y, x
   auto [ko, ki] = o.split(axes[1], kb);
   auto [xo, xi] = o.split(axes[3], xb);
-  Axis a = channels_first ? ko : axes[2], b = channels_first ? axes[2] : ko;
-  o.reorder({axes[0], a, b, xo, ki, xi});
+  Axis y = axes[2];
+  std::vector<Axis> inner = {ki, xi};
+  if (yb > 1) {
+    auto [yo, yi] = o.split(axes[2], yb);
+    y = yo, inner = {ki, yi, xi};
+  }
+  Axis a = channels_first ? ko : y, b = channels_first ? y : ko;
+  std::vector<Axis> order = {axes[0], a, b, xo};
+  order.insert(order.end(), inner.begin(), inner.end());
+  o.reorder(order);
   o.parallel(o.fuse({axes[0], a, b}));
   o.vectorize(xi);
   s[acc].compute_at(o, xo);
@@ -540,7 +549,8 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   int64_t K = op->shape[1], OW = op->shape[3];
   int64_t kb = K % (2 * lanes) == 0 ? 2 * lanes : lanes;
   const OperationNode* aop = op_of(s, acc);
-  int64_t reg = columns_per_block(OW, kb, lanes, target, reduction_steps(aop, 1) == 1 || column_stride(aop) > 1);
+  bool all_but_four = reduction_steps(aop, 1) == 1 || column_stride(aop) > 1;
+  int64_t reg = columns_per_block(OW, kb, lanes, target, all_but_four);
   // Under 14x14 too where one block's weights outgrow L1 (48 KB) and the blocks share evenly
   // among the cores: row by row, each row read them from L2 again. AVX-512, 2 threads, best of
   // 4-6 alternating runs: 960->320 at 7x7 382 -> 409 GFLOP/s, 2048->512 354 -> 386, 512->2048
@@ -549,12 +559,21 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   int64_t block_bytes = reduction_steps(aop) * kb * op->dtype.bytes();
   bool small_images = block_bytes > 48 * 1024 && target.shares_evenly(op->shape[0] * ((K + kb - 1) / kb));
   int64_t chunk = reduction_chunk(s, acc, kb, small_images);
+  // Where those weights are not chunked (the blocks do not share evenly), a block of two rows
+  // of a narrow image (2 x 7 columns x 2 vectors: all registers but four) passes over them half
+  // as often: 576->160 at 7x7 296 -> 324 GFLOP/s, 960->160 259 -> 292 (2 threads, alternating);
+  // where they fit in L1 no faster (320->1280 308 -> 301) or slower (160->960 346 -> 279).
+  int64_t rows = 1;
+  if (!chunk && block_bytes > 48 * 1024 && all_but_four && reg == OW &&
+      2 * reg * kb / lanes <= target.vector_registers - 4 && op->shape[2] > 1)
+    rows = 2;
   block_weights(s, acc, kb, constant);
   auto a = s[acc].leaf_axes();  // n, k, y, x, then the reduction
   s[acc].reorder_storage({a[0], a[2], a[3], a[1]});
   if (!chunk) {
-    block_nchw_output(s, out, acc, kb, reg);
-    schedule_register_block(s, acc, {0, 2}, 3, 1, kb);
+    block_nchw_output(s, out, acc, kb, reg, rows);
+    if (rows > 1) schedule_register_block(s, acc, {0}, {2, 3}, 1, kb);
+    else schedule_register_block(s, acc, {0, 2}, {3}, 1, kb);
     return;
   }
   // The reduction in chunks (reduction_chunk): the block of kb channels accumulated over the
@@ -620,7 +639,7 @@ void schedule_conv_nchw_columns(Schedule& s, const std::string& out, const std::
   // partial block (of channels, or masked lanes) costs more than a smaller block.
   int64_t kb = divisor_at_most(K, 8), vw = divisor_at_most(OW, lanes);
   block_nchw_output(s, out, acc, kb, vw);
-  schedule_register_block(s, acc, {0, 2}, 1, 3, vw);
+  schedule_register_block(s, acc, {0, 2}, {1}, 3, vw);
 }
 
 // A strided convolution of fewer input channels than a vector (the 3-channel stem), its
@@ -708,7 +727,7 @@ void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& 
   o.parallel(o.fuse(par));
   o.vectorize(ki);
   s[acc].compute_at(o, outer[2]);
-  schedule_register_block(s, acc, {0, 1}, 2, 3, kv);
+  schedule_register_block(s, acc, {0, 1}, {2}, 3, kv);
 }
 
 // Depthwise convolution in NCHW at stride 1 whose rows fill at most half a vector (7 columns

@@ -373,6 +373,26 @@ TEST(Ops, NchwDefaultChunksTheReductionOfSmallImagesWhereABlocksWeightsOutgrowL1
   }
 }
 
+TEST(Ops, NchwDefaultBlocksTwoRowsOfANarrowImageWhereUnchunkedWeightsOutgrowL1) {
+  // 7x7 output, blocks of output channels (two vectors) with more than 48 KB of weights each:
+  // where the blocks do not share evenly among the cores (so the reduction is not chunked), a
+  // register block holds two rows (2 x 7 columns x 2 vectors, with 32 vector registers); with
+  // fewer input channels (the weights within L1), one row.
+  Target t = Target::host();
+  int64_t lanes = t.vector_bytes / 4, kb = 2 * lanes, fit = 48 * 1024 / (4 * kb);
+  int64_t blocks = t.num_cores + 1;  // never a multiple of the cores
+  bool two_rows = !t.shares_evenly(blocks) && 2 * 7 * 2 <= t.vector_registers - 4;
+  for (int64_t C : {fit + lanes, fit / 2}) {
+    Tensor X = placeholder({1, C, 7, 7}, float32, "X"), W = placeholder({blocks * kb, C, 1, 1}, float32, "W");
+    Tensor Y = ops::conv2d_nchw(X, W, {});
+    Schedule s = ops::default_schedule({Y}, t, {W});
+    std::string cpp = s.to_cpp();
+    EXPECT_EQ(cpp.find(R"(s["conv"].split("k", 2);)") != std::string::npos, two_rows && C > fit) << C << "\n" << cpp;
+    Buffer x = ref::random(X.shape(), 21), w = ref::random(W.shape(), 22);
+    ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, {}));
+  }
+}
+
 TEST(Ops, NchwDefaultSubsamplesTheInputOfAStrided1x1Convolution) {
   // ResNet-50's downsampling layers, smaller: the pixels read at stride 2 are copied out once,
   // then fused into vectors (28x28 -> 14x14 output: whole vectors of pixels) or blocked by
