@@ -22,13 +22,12 @@ namespace {
 constexpr int64_t kMaxCopies = 16;
 constexpr int64_t kMaxCopiedStmts = 4096;  // copies x statements of the loop body
 
-// The conjuncts of the `if`s in a loop body that use no variable bound inside it and read
-// no memory; the body's statements; whether it has a loop of its own.
+// The conjuncts of the `if`s in an innermost loop's body that use no variable bound inside
+// it and read no memory; the body's statements.
 class Conditions : public IRVisitor {
  public:
   std::vector<Expr> invariant;
   int64_t stmts = 0;
-  bool has_loop = false;
 
   void collect(const For* loop) {
     bound_.push_back(loop->var.var_node());
@@ -36,10 +35,6 @@ class Conditions : public IRVisitor {
   }
 
  protected:
-  void visit_node(const For* op, const Stmt& s) override {
-    has_loop = true;
-    IRVisitor::visit_node(op, s);
-  }
   void visit_node(const LetStmt* op, const Stmt& s) override {
     bound_.push_back(op->var.var_node());
     IRVisitor::visit_node(op, s);
@@ -148,12 +143,17 @@ class Decide : public IRMutator {
 class Unswitch : public IRMutator {
  protected:
   Stmt visit(const For* op, const Stmt& s) override {
+    // Whether a loop lies inside, noted on the way down, so that only innermost loops are
+    // walked for their conditions (this runs in every CPU build).
+    inner_loop_ = false;
     Stmt r = IRMutator::visit(op, s);
+    bool innermost = !inner_loop_;
+    inner_loop_ = true;  // the loop around this one has one inside
     const For* loop = r.as<For>();
-    if (!loop || loop->for_kind != ForKind::Serial) return r;
+    if (!innermost || !loop || loop->for_kind != ForKind::Serial) return r;
     Conditions c;
     c.collect(loop);
-    if (c.has_loop || c.invariant.empty() || 2 * c.stmts > kMaxCopiedStmts) return r;
+    if (c.invariant.empty() || 2 * c.stmts > kMaxCopiedStmts) return r;
     std::vector<Family> fs = families(c.invariant);
     int64_t copies = 1;
     for (auto& f : fs) copies = std::min(copies * int64_t(f.members.size() + 1), kMaxCopies + 1);
@@ -167,6 +167,8 @@ class Unswitch : public IRMutator {
   }
 
  private:
+  bool inner_loop_ = false;
+
   // The copies for every outcome of families fs[i..], the conditions before decided in `known`.
   static Stmt versions(const Stmt& loop, const std::vector<Family>& fs, size_t i,
                        std::vector<std::pair<Expr, bool>> known) {
