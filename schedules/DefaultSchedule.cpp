@@ -542,9 +542,10 @@ void block_weights(Schedule& s, const std::string& acc, int64_t kb, bool constan
 // columns x kb channels accumulates in registers, stored channels innermost; each input value
 // is one broadcast, whatever the stride. The block is then copied out to the caller's NCHW
 // rows. Channel counts that are not a multiple of the vector keep the columns as the vector
-// (schedule_conv_nchw_columns).
+// (schedule_conv_nchw_columns). `pixels_fuse`: the image's rows and columns may run as one
+// loop (image_axes_fuse, or a subsampled copy's).
 void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& acc, int lanes, bool constant,
-                       const Target& target) {
+                       bool pixels_fuse, const Target& target) {
   const OperationNode* op = op_of(s, out);
   int64_t K = op->shape[1], OW = op->shape[3];
   int64_t kb = K % (2 * lanes) == 0 ? 2 * lanes : lanes;
@@ -567,6 +568,22 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   if (!chunk && block_bytes > 48 * 1024 && all_but_four && reg == OW &&
       2 * reg * kb / lanes <= target.vector_registers - 4 && op->shape[2] > 1)
     rows = 2;
+  // With AVX2's 16 registers a row of 7 or 14 columns leaves blocks of 8 and 6 or 10 and 8
+  // accumulators, too few to cover the FMAs' latency (2 pipes x 4 cycles). Where the pixels fuse
+  // (`pixels_fuse`: a 1x1 layer at stride 1, or reading its subsampled copy) they run in blocks
+  // of 6 consecutive pixels x 2 vectors across the ends of rows, the reduction in chunks whose
+  // weights and input planes share 16 KB of L1 (at least 64 steps: 64->384 at 14x14 ran 5%
+  // slower in chunks of 16). Zen 3, 2 threads, alternating runs: at 7x7 73-94 -> 99-139
+  // GFLOP/s (960->320 82 -> 145; fused pixels alone 105, chunks alone 111), 1024->2048 stride 2
+  // 84 -> 137, at 14x14 93-112 -> 112-122, 64->384 136 -> 134.
+  bool pixels = target.vector_registers < 32 && pixels_fuse &&
+                target.shares_evenly(op->shape[0] * ((K + kb - 1) / kb));
+  if (pixels) {
+    int64_t plane = op->shape[2] * op->shape[3];  // the input's, at stride 1 or subsampled
+    int64_t per_step = (kb + plane) * op->dtype.bytes();
+    chunk = divisor_at_most(aop->reduce_axis[0].extent(), std::max<int64_t>(64, 16384 / per_step));
+    reg = accumulators(target) / (kb / lanes);
+  }
   block_weights(s, acc, kb, constant);
   auto a = s[acc].leaf_axes();  // n, k, y, x, then the reduction
   s[acc].reorder_storage({a[0], a[2], a[3], a[1]});
@@ -576,8 +593,8 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
     else schedule_register_block(s, acc, {0, 2}, {3}, 1, kb);
     return;
   }
-  // The reduction in chunks (reduction_chunk): the block of kb channels accumulated over the
-  // whole image, then copied out a row at a time.
+  // The reduction in chunks (reduction_chunk, or the fused pixels' above): the block of kb
+  // channels accumulated over the whole image, then copied out a row at a time.
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, k, y, x
   auto [ko, ki] = o.split(axes[1], kb);
@@ -587,10 +604,12 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   o.vectorize(axes[3]);
   Stage acc_st = s[acc];
   acc_st.compute_at(o, f);
-  auto [xo, xi] = acc_st.split(a[3], reg);
+  auto [xo, xi] = acc_st.split(pixels ? acc_st.fuse({a[2], a[3]}) : a[3], reg);
   auto [kvo, kvi] = acc_st.split(a[1], kb);
   auto [rco, rci] = acc_st.split(a[4], chunk);
-  std::vector<Axis> order = {a[0], kvo, rco, a[2], xo, rci};
+  std::vector<Axis> order = {a[0], kvo, rco};
+  if (!pixels) order.push_back(a[2]);
+  order.insert(order.end(), {xo, rci});
   for (size_t r = 5; r < a.size(); ++r) order.push_back(a[r]);
   order.push_back(xi);
   order.push_back(kvi);
@@ -920,7 +939,8 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       // much against so few FMAs per output. AVX-512, 2 threads, 14x14: 64->384 208 -> 300
       // GFLOP/s, 96->576 251 -> 334, 128->512 265 -> 311, 32->192 156 -> 180; at 192 input
       // channels no faster (192->64 320 -> 273, 192->576 equal).
-      if (layout == "NCHW" && !depthwise && !epilogue_of.count(name) && (image_axes_fuse(op) || stride > 1) &&
+      bool pixels_fuse = image_axes_fuse(op) || stride > 1;
+      if (layout == "NCHW" && !depthwise && !epilogue_of.count(name) && pixels_fuse &&
           whole_pixel_vectors(op->shape[2] * op->shape[3], pixel_vectors(target) * lanes, lanes,
                               reduction_steps(op) <= 8 * lanes)) {
         schedule_conv_nchw_pixels(s, name, lanes, target);
@@ -950,7 +970,7 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
         schedule_conv_nchw_strided(s, out, acc, lanes, constant(op->inputs()[1].get()), target);
         pad_in_place = true;  // inlined into the de-interleaved copy
       } else if (layout == "NCHW" && op->shape[1] % lanes == 0 && !short_and_wide(op, lanes)) {
-        schedule_conv_nchw(s, out, acc, lanes, constant(op->inputs()[1].get()), target);
+        schedule_conv_nchw(s, out, acc, lanes, constant(op->inputs()[1].get()), pixels_fuse, target);
         // At a stride the copy is a pass over an input 4x the output's area: ResNet-50's
         // 128@56 3x3 stride 2 ran 136 -> 162 GFLOP/s; not the 3-channel stem (145 -> 141).
         pad_in_place = column_stride(op) > 1 && input->shape[1] >= lanes;

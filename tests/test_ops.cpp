@@ -324,14 +324,17 @@ TEST(Ops, NchwDefaultBlocksAWholeRowOfA1x1OrStridedLayer) {
 TEST(Ops, NchwDefaultRunsAShortReductionOverThePixelsEndingInANarrowerVector) {
   // 1x1 at 14x14: 196 pixels end in a narrower vector. Over at most 8 vectors' worth of input
   // channels the GEMM over the pixels is the default; over more, the channel-blocked path.
-  // At 7x7 the last block (49 pixels) is no power of two of lanes: channel-blocked.
-  int64_t lanes = Target::host().vector_bytes / 4;
+  // At 7x7 the last block of pixels must be a power of two of them: 49 = 3 x 16 + 1 in AVX2's
+  // blocks of 2 vectors, but 49 of AVX-512's 64 (channel-blocked).
+  Target t = Target::host();
+  int64_t lanes = t.vector_bytes / 4, block = t.vector_registers * 3 / 4 / 6 * lanes;
   for (auto [C, H] : std::vector<std::pair<int64_t, int64_t>>{{4 * lanes, 14}, {9 * lanes, 14}, {4 * lanes, 7}}) {
     Tensor X = placeholder({1, C, H, H}, float32, "X"), W = placeholder({40, C, 1, 1}, float32, "W");
     Tensor Y = ops::conv2d_nchw(X, W, {});
-    Schedule s = ops::default_schedule({Y}, Target::host(), {W});
+    Schedule s = ops::default_schedule({Y}, t, {W});
     bool pixels = s.to_cpp().find("cache_write") == std::string::npos;
-    EXPECT_EQ(pixels, C <= 8 * lanes && H == 14) << C << "@" << H << "\n" << s.to_cpp();
+    int64_t last = H * H % block;
+    EXPECT_EQ(pixels, C <= 8 * lanes && (last & (last - 1)) == 0) << C << "@" << H << "\n" << s.to_cpp();
     Buffer x = ref::random(X.shape(), 15), w = ref::random(W.shape(), 16);
     ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, {}));
   }
@@ -360,14 +363,16 @@ TEST(Ops, NchwDefaultChunksTheReductionWhereTheWeightsOutweighTheInput) {
 TEST(Ops, NchwDefaultChunksTheReductionOfSmallImagesWhereABlocksWeightsOutgrowL1) {
   // 7x7 output: the reduction runs in chunks where one block of output channels (two vectors)
   // has more than 48 KB of weights and the blocks share evenly among the cores; with fewer
-  // input channels (a block's weights within L1), row by row.
+  // input channels (a block's weights within L1), row by row. With AVX2 in chunks either way
+  // (blocks of fused pixels: see NchwDefaultBlocksFusedPixelsOfA1x1LayerWithAvx2).
   Target t = Target::host();
   int64_t kb = 2 * (t.vector_bytes / 4), K = 8 * t.num_cores * kb, fit = 48 * 1024 / (4 * kb);
   for (int64_t C : {fit + kb, fit / 2}) {
     Tensor X = placeholder({1, C, 7, 7}, float32, "X"), W = placeholder({K, C, 1, 1}, float32, "W");
     Tensor Y = ops::conv2d_nchw(X, W, {});
     Schedule s = ops::default_schedule({Y}, t, {W});
-    EXPECT_EQ(s.to_cpp().find(R"(split("rc")") != std::string::npos, C > fit) << C << "\n" << s.to_cpp();
+    bool chunks = C > fit || t.vector_registers < 32;
+    EXPECT_EQ(s.to_cpp().find(R"(split("rc")") != std::string::npos, chunks) << C << "\n" << s.to_cpp();
     Buffer x = ref::random(X.shape(), 19), w = ref::random(W.shape(), 20);
     ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, {}));
   }
@@ -390,6 +395,28 @@ TEST(Ops, NchwDefaultBlocksTwoRowsOfANarrowImageWhereUnchunkedWeightsOutgrowL1) 
     EXPECT_EQ(cpp.find(R"(s["conv"].split("k", 2);)") != std::string::npos, two_rows && C > fit) << C << "\n" << cpp;
     Buffer x = ref::random(X.shape(), 21), w = ref::random(W.shape(), 22);
     ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, {}));
+  }
+}
+
+TEST(Ops, NchwDefaultBlocksFusedPixelsOfA1x1LayerWithAvx2) {
+  // With AVX2's 16 registers a 1x1 layer on a narrow image (7x7, and 14x14 subsampled at stride
+  // 2) accumulates blocks of 6 consecutive pixels across the ends of rows (the rows' 4 + 3
+  // columns left too few accumulators), the reduction in chunks; with 32 registers, rows.
+  for (std::string cpu : {"haswell", "skylake-avx512"}) {
+    BuildOptions o;
+    o.target = Target::parse("llvm -mcpu=" + cpu);
+    int64_t kb = 2 * o.target.vector_bytes / 4, K = 2 * o.target.num_cores * kb;
+    for (int64_t H : {7, 14}) {
+      ops::Conv2dParams p{H / 7, H / 7, 0, 0, 1, 1, 1};
+      Tensor X = placeholder({1, 96, H, H}, float32, "X"), W = placeholder({K, 96, 1, 1}, float32, "W");
+      Tensor Y = ops::conv2d_nchw(X, W, p);
+      Schedule s = ops::default_schedule({Y}, o.target, {W});
+      std::string cpp = s.to_cpp();
+      EXPECT_EQ(cpp.find(R"(s["conv.local"].fuse({"k", "l"});)") != std::string::npos, cpu == "haswell") << cpp;
+      if (cpu != "haswell" && !Target::host().avx512()) continue;  // runs only where the CPU can
+      Buffer x = ref::random(X.shape(), 23), w = ref::random(W.shape(), 24);
+      ref::expect_close(ref::run(s, {X, W, Y}, {x, w}, o)[0], ref::conv2d_nchw(x, w, p));
+    }
   }
 }
 
