@@ -750,8 +750,9 @@ void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& 
 }
 
 // Depthwise convolution in NCHW at stride 1 whose rows fill at most half a vector (7 columns
-// of 16 lanes), or less than one where the rows do not block (see schedule_depthwise): each channel's pixels are one loop, in vectors that run on across the ends of
-// rows, its window unrolled; the padding's taps are masked loads of consecutive pixels
+// of 16 lanes), or less than one where the rows do not block (see schedule_depthwise): each
+// channel's pixels are one loop, in vectors that run on across the ends of rows, its window
+// unrolled; the padding's taps are masked loads of consecutive pixels
 // (vectorize_loops unclamps them). The channel's accumulators are then copied out whole.
 // MobileNetV2's 960@7 (AVX-512, 2 threads): 13.7 us a row at a time (7 of 16 lanes), 8.2 us
 // this way. At 14x14 (12.25 vectors against 14 rows of 14 lanes) it was slower: 23 -> 29 us.
@@ -793,7 +794,8 @@ void schedule_depthwise(Schedule& s, const std::string& out, const std::string& 
   // of 4 at most) run over the pixels too: one row alone is one chain of 9 dependent FMAs. AVX2,
   // 2 threads, alternating runs: 960@7 21 -> 40 GFLOP/s; with rows in blocks (14x14) the rows are
   // faster (576@14 36 against 28).
-  if (unit && (2 * OW <= lanes || (OW < lanes && yb == 1))) return schedule_depthwise_pixels(s, out, acc, lanes);
+  if (unit && (2 * OW <= lanes || (OW < lanes && yb == 1)))
+    return schedule_depthwise_pixels(s, out, acc, lanes);
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, c, y, x
   auto [yo, yi] = o.split(axes[2], yb);

@@ -499,7 +499,8 @@ TEST(Ops, NchwDepthwiseOfNarrowRowsRunsOverThePixels) {
     p.groups = int(C);
     Schedule s = ops::default_schedule({Y}, Target::host(), {Wt});
     bool pixels = s.to_cpp().find(R"(s["dwconv.local"].fuse({"k", "l"});)") != std::string::npos;
-    EXPECT_EQ(pixels, stride == 1 && (2 * OW <= lanes || (OW < lanes && blocks == 0))) << H << "x" << W << " stride " << stride << "\n" << s.to_cpp();
+    EXPECT_EQ(pixels, stride == 1 && (2 * OW <= lanes || (OW < lanes && blocks == 0)))
+        << H << "x" << W << " stride " << stride << "\n" << s.to_cpp();
     ref::expect_close(ref::run(s, {X, Wt, Y}, {x, w})[0], ref::conv2d_nchw(x, w, p));
   }
 }
