@@ -202,14 +202,15 @@ int main(int argc, char** argv) {
                     "\"value\": %.3f}\n",
                     conv.name().c_str(), p, t, conv.geomean("tessel-tuned", "onednn", t, p));
   }
+  const char* onednn_peers[] = {"onednn", "onednn-nchw", "onednn-nhwc"};
   gemm.ratio("tessel-tuned", "openblas");
   gemm.ratio("tessel-tuned", "tessel-default");
   for (auto& conv : convs) {
-    for (const char* peer : {"onednn", "onednn-nchw", "onednn-nhwc"}) conv.ratio("tessel-tuned", peer);
+    for (const char* peer : onednn_peers) conv.ratio("tessel-tuned", peer);
     conv.ratio("tessel-tuned", "tessel-default");
   }
   for (auto& conv : convs)
-    for (const char* peer : {"onednn", "onednn-nchw", "onednn-nhwc"})
+    for (const char* peer : onednn_peers)
       for (int t : {1, 2})
         if (double g = conv.geomean("tessel-tuned", peer, t); g > 0)
           std::printf("{\"bench\": \"%s\", \"threads\": %d, \"geomean\": \"tessel-tuned/%s\", \"value\": %.3f}\n",

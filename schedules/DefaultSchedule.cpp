@@ -552,22 +552,8 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   const OperationNode* aop = op_of(s, acc);
   bool all_but_four = reduction_steps(aop, 1) == 1 || column_stride(aop) > 1;
   int64_t reg = columns_per_block(OW, kb, lanes, target, all_but_four);
-  // Under 14x14 too where one block's weights outgrow L1 (48 KB) and the blocks share evenly
-  // among the cores: row by row, each row read them from L2 again. AVX-512, 2 threads, best of
-  // 4-6 alternating runs: 960->320 at 7x7 382 -> 409 GFLOP/s, 2048->512 354 -> 386, 512->2048
-  // 358 -> 366, 512@7 3x3 401 -> 446, 512@14 3x3 stride 2 334 -> 356; 320->1280, whose block's
-  // weights fit, 377 -> 355; 576->160, 5 blocks on 2 cores, 359 -> 326.
   int64_t block_bytes = reduction_steps(aop) * kb * op->dtype.bytes();
-  bool small_images = block_bytes > 48 * 1024 && target.shares_evenly(op->shape[0] * ((K + kb - 1) / kb));
-  int64_t chunk = reduction_chunk(s, acc, kb, small_images);
-  // Where those weights are not chunked (the blocks do not share evenly), a block of two rows
-  // of a narrow image (2 x 7 columns x 2 vectors: all registers but four) passes over them half
-  // as often: 576->160 at 7x7 296 -> 324 GFLOP/s, 960->160 259 -> 292 (2 threads, alternating);
-  // where they fit in L1 no faster (320->1280 308 -> 301) or slower (160->960 346 -> 279).
-  int64_t rows = 1;
-  if (!chunk && block_bytes > 48 * 1024 && all_but_four && reg == OW &&
-      2 * reg * kb / lanes <= target.vector_registers - 4 && op->shape[2] > 1)
-    rows = 2;
+  bool even = target.shares_evenly(op->shape[0] * ((K + kb - 1) / kb));
   // With AVX2's 16 registers a row of 7 or 14 columns leaves blocks of 8 and 6 or 10 and 8
   // accumulators, too few to cover the FMAs' latency (2 pipes x 4 cycles). Where the pixels fuse
   // (`pixels_fuse`: a 1x1 layer at stride 1, or reading its subsampled copy) they run in blocks
@@ -576,14 +562,29 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   // slower in chunks of 16). Zen 3, 2 threads, alternating runs: at 7x7 73-94 -> 99-139
   // GFLOP/s (960->320 82 -> 145; fused pixels alone 105, chunks alone 111), 1024->2048 stride 2
   // 84 -> 137, at 14x14 93-112 -> 112-122, 64->384 136 -> 134.
-  bool pixels = target.vector_registers < 32 && pixels_fuse &&
-                target.shares_evenly(op->shape[0] * ((K + kb - 1) / kb));
+  bool pixels = target.vector_registers < 32 && pixels_fuse && even;
+  int64_t chunk;
   if (pixels) {
     int64_t plane = op->shape[2] * op->shape[3];  // the input's, at stride 1 or subsampled
     int64_t per_step = (kb + plane) * op->dtype.bytes();
     chunk = divisor_at_most(aop->reduce_axis[0].extent(), std::max<int64_t>(64, 16384 / per_step));
     reg = accumulators(target) / (kb / lanes);
+  } else {
+    // Under 14x14 too where one block's weights outgrow L1 (48 KB) and the blocks share evenly
+    // among the cores: row by row, each row read them from L2 again. AVX-512, 2 threads, best of
+    // 4-6 alternating runs: 960->320 at 7x7 382 -> 409 GFLOP/s, 2048->512 354 -> 386, 512->2048
+    // 358 -> 366, 512@7 3x3 401 -> 446, 512@14 3x3 stride 2 334 -> 356; 320->1280, whose block's
+    // weights fit, 377 -> 355; 576->160, 5 blocks on 2 cores, 359 -> 326.
+    chunk = reduction_chunk(s, acc, kb, block_bytes > 48 * 1024 && even);
   }
+  // Where those weights are not chunked (the blocks do not share evenly), a block of two rows
+  // of a narrow image (2 x 7 columns x 2 vectors: all registers but four) passes over them half
+  // as often: 576->160 at 7x7 296 -> 324 GFLOP/s, 960->160 259 -> 292 (2 threads, alternating);
+  // where they fit in L1 no faster (320->1280 308 -> 301) or slower (160->960 346 -> 279).
+  int64_t rows = 1;
+  if (!chunk && block_bytes > 48 * 1024 && all_but_four && reg == OW &&
+      2 * reg * kb / lanes <= target.vector_registers - 4 && op->shape[2] > 1)
+    rows = 2;
   block_weights(s, acc, kb, constant);
   auto a = s[acc].leaf_axes();  // n, k, y, x, then the reduction
   s[acc].reorder_storage({a[0], a[2], a[3], a[1]});
