@@ -485,3 +485,60 @@ TEST(CodeGen, OddWidthVectorsAreOneMaskedAccess) {
     for (int64_t j = 0; j < 7; ++j)
       ASSERT_NEAR(got.get(i * 7 + j), x.get(i * 21 + j) + x.get(i * 21 + 7 + j) + x.get(i * 21 + 14 + j), 1e-5);
 }
+
+// A 3x3 window at stride 2 over rows of 8, 7, 6 and 5 columns, the columns in vector lanes:
+// each tap reads every other element of a span of 16. With AVX2 that is a vshufps, which
+// leaves the lanes in the order 0 1 4 5 2 3 6 7, and a lane-crossing vpermpd; the sum and the
+// max of the taps are lane-wise, so they run in the vshufps order and one vpermpd restores
+// the order of each result (6 to 8 lanes; a row of 5 keeps a permute per tap). The padding's
+// zeros (a blend of lanes) follow the order.
+TEST(CodeGen, StrideTwoTapsRunInShuffleOrderWithAvx2) {
+  BuildOptions o;
+  o.target = Target::parse("llvm -mcpu=haswell");
+  auto count = [](const std::string& as, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = as.find(what); at != std::string::npos; at = as.find(what, at + 1)) ++n;
+    return n;
+  };
+  for (int64_t W : {8, 7, 6, 5}) {
+    Tensor X = placeholder({4, 2 * W}, float32, "X");
+    Tensor P = ops::pad(X, {1, 1}, {1, 1}, 0.0, "P");
+    auto taps = [&](Var i, Var j, bool sum) {
+      Expr r;
+      for (int ky = 0; ky < 3; ++ky)
+        for (int kx = 0; kx < 3; ++kx) {
+          Expr t = P(i + ky, j * 2 + kx);
+          if (sum) t = t * float(1 + 3 * ky + kx);
+          r = !r.defined() ? t : sum ? r + t : max(r, t);
+        }
+      return r;
+    };
+    Tensor S = compute({4, W}, [&](Var i, Var j) { return taps(i, j, true); }, "S");
+    Tensor M = compute({4, W}, [&](Var i, Var j) { return taps(i, j, false); }, "M");
+    Schedule s({S, M});
+    s[P].compute_inline();
+    s[S].vectorize("j");
+    s[M].vectorize("j");
+    Module m = build(s, {X, S, M}, o);
+    std::string as = m.assembly();
+    size_t permutes = count(as, "vpermpd") + count(as, "vpermps"), shuffles = count(as, "vshufps");
+    if (W >= 6) EXPECT_LT(permutes * 3, shuffles) << "W " << W << "\n" << as;
+    else EXPECT_GE(permutes, shuffles / 2) << "W " << W << "\n" << as;
+    Buffer x = ref::random(X.shape(), 10), sv(S.shape(), float32), mv(M.shape(), float32);
+    m(x, sv, mv);
+    auto at = [&](int64_t r, int64_t c) {
+      return r >= 1 && r <= 4 && c >= 1 && c <= 2 * W ? float(x.get((r - 1) * 2 * W + c - 1)) : 0.0f;
+    };
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < W; ++j) {
+        float sum = 0, most = -INFINITY;
+        for (int ky = 0; ky < 3; ++ky)
+          for (int kx = 0; kx < 3; ++kx) {
+            sum += at(i + ky, 2 * j + kx) * float(1 + 3 * ky + kx);
+            most = std::max(most, at(i + ky, 2 * j + kx));
+          }
+        ASSERT_NEAR(sv.get(i * W + j), sum, 1e-4) << "W " << W << ": " << i << "," << j;
+        ASSERT_FLOAT_EQ(mv.get(i * W + j), most) << "W " << W << ": " << i << "," << j;
+      }
+  }
+}
