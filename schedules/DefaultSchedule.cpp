@@ -5,7 +5,9 @@
 #include <map>
 #include <set>
 
+#include "ir/IRMutator.h"
 #include "ir/IRVisitor.h"
+#include "ir/Simplify.h"
 #include "schedule/ScheduleState.h"
 #include "schedules/Common.h"
 
@@ -474,14 +476,18 @@ void schedule_register_block(Schedule& s, const std::string& acc, const std::vec
 }
 
 // The stride at which a convolution reads its input's columns: the constant its last index
-// multiplies the output column by (1 where it does not).
+// multiplies the output column by (1 where it does not), its axes of one iteration at 0 (a 1x1
+// layer's (2x + rx) / 2 in its subsampled copy is x).
 int64_t column_stride(const OperationNode* op) {
   const Expr& x = op->axis.back().var();
+  VarMap unit;
+  for (auto& iv : op->reduce_axis)
+    if (iv.extent() == 1) unit[iv.var().get()] = make_int(iv.min());
   int64_t stride = 1;
   visit_exprs(op->body, [&](const Expr& e) {
     const TensorLoad* l = e.as<TensorLoad>();
     if (!l || l->op.get() != op->inputs()[0].get()) return;
-    visit_exprs(l->indices.back(), [&](const Expr& i) {
+    visit_exprs(simplify(substitute(l->indices.back(), unit)), [&](const Expr& i) {
       const Mul* m = i.as<Mul>();
       if (!m) return;
       const IntImm* k = (m->a.same_as(x) ? m->b : m->b.same_as(x) ? m->a : Expr()).as<IntImm>();
@@ -542,10 +548,9 @@ void block_weights(Schedule& s, const std::string& acc, int64_t kb, bool constan
 // columns x kb channels accumulates in registers, stored channels innermost; each input value
 // is one broadcast, whatever the stride. The block is then copied out to the caller's NCHW
 // rows. Channel counts that are not a multiple of the vector keep the columns as the vector
-// (schedule_conv_nchw_columns). `pixels_fuse`: the image's rows and columns may run as one
-// loop (image_axes_fuse, or a subsampled copy's).
+// (schedule_conv_nchw_columns).
 void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& acc, int lanes, bool constant,
-                       bool pixels_fuse, const Target& target) {
+                       const Target& target) {
   const OperationNode* op = op_of(s, out);
   int64_t K = op->shape[1], OW = op->shape[3];
   int64_t kb = K % (2 * lanes) == 0 ? 2 * lanes : lanes;
@@ -555,18 +560,21 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   int64_t block_bytes = reduction_steps(aop) * kb * op->dtype.bytes();
   bool even = target.shares_evenly(op->shape[0] * ((K + kb - 1) / kb));
   // With AVX2's 16 registers a row of 7 or 14 columns leaves blocks of 8 and 6 or 10 and 8
-  // accumulators, too few to cover the FMAs' latency (2 pipes x 4 cycles). Where the pixels fuse
-  // (`pixels_fuse`: a 1x1 layer at stride 1, or reading its subsampled copy) they run in blocks
-  // of 6 consecutive pixels x 2 vectors across the ends of rows, the reduction in chunks whose
-  // weights and input planes share 16 KB of L1 (at least 64 steps: 64->384 at 14x14 ran 5%
-  // slower in chunks of 16). Zen 3, 2 threads, alternating runs: at 7x7 73-94 -> 99-139
-  // GFLOP/s (960->320 82 -> 145; fused pixels alone 105, chunks alone 111), 1024->2048 stride 2
-  // 84 -> 137, at 14x14 93-112 -> 112-122, 64->384 136 -> 134.
-  bool pixels = target.vector_registers < 32 && pixels_fuse && even;
+  // accumulators, too few to cover the FMAs' latency (2 pipes x 4 cycles). Where the input is
+  // read at stride 1 (a subsampled copy's, for a strided 1x1 layer) the pixels run in blocks of 6
+  // consecutive pixels x 2 vectors across the ends of rows, each pixel's input a broadcast
+  // wherever the row ends, and the reduction in chunks whose weights and input planes share 16 KB
+  // of L1 (at least 64 channels: 64->384 at 14x14 ran 5% slower in chunks of 16). Zen 3, 2
+  // threads, alternating runs: 1x1 at 7x7 73-94 -> 99-139 GFLOP/s (960->320 82 -> 145; fused
+  // pixels alone 105, chunks alone 111), 1024->2048 stride 2 84 -> 137, at 14x14 93-112 ->
+  // 112-122, 64->384 136 -> 134; 3x3 512@7 107 -> 120, 256@14 134 -> 146, 128@28 128 -> 131,
+  // 64@56 138 -> 144. Not at a stride, where each pixel's padded taps are conditions that only
+  // rows partition away (256@28 3x3 stride 2: 110 -> 53).
+  bool pixels = target.vector_registers < 32 && column_stride(aop) == 1 && even;
   int64_t chunk;
   if (pixels) {
-    int64_t plane = op->shape[2] * op->shape[3];  // the input's, at stride 1 or subsampled
-    int64_t per_step = (kb + plane) * op->dtype.bytes();
+    int64_t plane = op->shape[2] * op->shape[3];  // about the input's, at stride 1 or subsampled
+    int64_t per_step = (kb * reduction_steps(aop, 1) + plane) * op->dtype.bytes();
     chunk = divisor_at_most(aop->reduce_axis[0].extent(), std::max<int64_t>(64, 16384 / per_step));
     reg = accumulators(target) / (kb / lanes);
   } else {
@@ -990,7 +998,7 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
         schedule_conv_nchw_strided(s, out, acc, lanes, constant(op->inputs()[1].get()), target);
         pad_in_place = true;  // inlined into the de-interleaved copy
       } else if (layout == "NCHW" && op->shape[1] % lanes == 0 && !short_and_wide(op, lanes)) {
-        schedule_conv_nchw(s, out, acc, lanes, constant(op->inputs()[1].get()), pixels_fuse, target);
+        schedule_conv_nchw(s, out, acc, lanes, constant(op->inputs()[1].get()), target);
         // At a stride the copy is a pass over an input 4x the output's area: ResNet-50's
         // 128@56 3x3 stride 2 ran 136 -> 162 GFLOP/s; not the 3-channel stem (145 -> 141).
         pad_in_place = column_stride(op) > 1 && input->shape[1] >= lanes;
