@@ -79,9 +79,15 @@ llvm::Constant* reorder(llvm::Constant* c) {
   return llvm::ConstantVector::get(v);
 }
 
-// An operand that is the same in either order, or can be put in it: splats and constants.
+// An operand that is the same in either order, or can be put in it: splats and constants whose
+// lanes are known.
 bool order_free(const llvm::Value* v) {
-  return !lanes(v->getType()) || llvm::isa<llvm::Constant>(v) || llvm::getSplatValue(v);
+  if (!lanes(v->getType()) || llvm::getSplatValue(v)) return true;
+  auto* c = llvm::dyn_cast<llvm::Constant>(v);
+  if (!c) return false;
+  for (unsigned l = 0; l < lanes(v->getType()); ++l)
+    if (!c->getAggregateElement(l)) return false;
+  return true;
 }
 
 struct Webs {
@@ -99,21 +105,21 @@ void reorder_function(llvm::Function& f) {
   for (auto& bb : f)
     for (auto& i : bb)
       if (stride2_read(&i) || lane_wise(&i)) in.insert(&i);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (auto it = in.begin(); it != in.end();) {
-      llvm::Instruction* i = *it;
-      bool ok = stride2_read(i);
-      if (!ok) {
-        ok = true;
-        for (llvm::Value* op : i->operands()) {
-          auto* oi = llvm::dyn_cast<llvm::Instruction>(op);
-          if (!order_free(op) && !(oi && in.count(oi))) ok = false;
-        }
-      }
-      if (ok) ++it;
-      else it = in.erase(it), changed = true;
+  auto takes_other = [&](llvm::Instruction* i) {
+    if (stride2_read(i)) return false;
+    for (llvm::Value* op : i->operands()) {
+      auto* oi = llvm::dyn_cast<llvm::Instruction>(op);
+      if (!order_free(op) && !(oi && in.count(oi))) return true;
     }
+    return false;
+  };
+  std::vector<llvm::Instruction*> work(in.begin(), in.end());
+  while (!work.empty()) {
+    llvm::Instruction* i = work.back();
+    work.pop_back();
+    if (!in.count(i) || !takes_other(i)) continue;
+    in.erase(i);
+    for (llvm::User* u : i->users()) work.push_back(llvm::cast<llvm::Instruction>(u));
   }
   // Connected parts: each changes order as a whole.
   Webs webs;
@@ -134,6 +140,10 @@ void reorder_function(llvm::Function& f) {
   for (auto* i : in) gain[webs.find(i)] += (stride2_read(i) ? 1 : 0) - (leaves(i) ? 1 : 0);
   for (auto* i : in) {
     if (gain[webs.find(i)] <= 0) continue;
+    if (!stride2_read(i))
+      for (llvm::Use& op : i->operands())
+        if (auto* c = llvm::dyn_cast<llvm::Constant>(op.get()); c && lanes(c->getType()) && !c->getSplatValue())
+          op.set(reorder(c));
     if (stride2_read(i)) {
       auto* s = llvm::cast<llvm::ShuffleVectorInst>(i);
       int first = stride2_first(i);
@@ -153,10 +163,6 @@ void reorder_function(llvm::Function& f) {
     } else if (auto* e = llvm::dyn_cast<llvm::InsertElementInst>(i)) {
       uint64_t lane = llvm::cast<llvm::ConstantInt>(e->getOperand(2))->getZExtValue();
       e->setOperand(2, llvm::ConstantInt::get(e->getOperand(2)->getType(), kOrder[lane]));
-    } else {
-      for (llvm::Use& op : i->operands())
-        if (auto* c = llvm::dyn_cast<llvm::Constant>(op.get()); c && lanes(c->getType()) && !c->getSplatValue())
-          op.set(reorder(c));
     }
     if (!leaves(i)) continue;
     llvm::IRBuilder<> b(llvm::isa<llvm::PHINode>(i) ? &*i->getParent()->getFirstInsertionPt() : i->getNextNode());
