@@ -399,19 +399,22 @@ TEST(Ops, NchwDefaultBlocksTwoRowsOfANarrowImageWhereUnchunkedWeightsOutgrowL1) 
 }
 
 TEST(Ops, NchwDefaultBlocksFusedPixelsOfNarrowImagesWithAvx2) {
-  // With AVX2's 16 registers a layer read at stride 1 on a narrow image (1x1 and 3x3 at 7x7, and
-  // a 1x1 at 14x14 subsampled at stride 2) accumulates blocks of 6 consecutive pixels across the
-  // ends of rows (the rows' 4 + 3 columns left too few accumulators), the reduction in chunks;
-  // with 32 registers, rows. A 3x3 layer at stride 2 (its padding read in place) keeps rows.
+  // With AVX2's 16 registers a layer read at stride 1 on a narrow image (1x1, 3x3, 5x5 and a
+  // dilated 3x3 at 7x7, and a 1x1 at 14x14 subsampled at stride 2) accumulates blocks of 6
+  // consecutive pixels across the ends of rows (the rows' 4 + 3 columns left too few
+  // accumulators), the reduction in chunks; with 32 registers, rows. A 3x3 layer at stride 2
+  // (its padding read in place) keeps rows.
   struct Case {
-    int64_t H, R, stride;
+    int64_t H, R, stride, dilation = 1;
   };
   for (std::string cpu : {"haswell", "skylake-avx512"}) {
     BuildOptions o;
     o.target = Target::parse("llvm -mcpu=" + cpu);
     int64_t kb = 2 * o.target.vector_bytes / 4, K = 2 * o.target.num_cores * kb;
-    for (Case c : {Case{7, 1, 1}, Case{14, 1, 2}, Case{7, 3, 1}, Case{14, 3, 2}}) {
-      ops::Conv2dParams p{c.stride, c.stride, c.R / 2, c.R / 2, 1, 1, 1};
+    for (Case c : {Case{7, 1, 1}, Case{14, 1, 2}, Case{7, 3, 1}, Case{7, 5, 1}, Case{7, 3, 1, 2},
+                   Case{14, 3, 2}}) {
+      int64_t pad = c.dilation * (c.R / 2);
+      ops::Conv2dParams p{c.stride, c.stride, pad, pad, c.dilation, c.dilation, 1};
       Tensor X = placeholder({1, 96, c.H, c.H}, float32, "X"), W = placeholder({K, 96, c.R, c.R}, float32, "W");
       Tensor Y = ops::conv2d_nchw(X, W, p);
       Schedule s = ops::default_schedule({Y}, o.target, {W});
