@@ -101,9 +101,9 @@ JitKernel::JitKernel(const LoweredProgram& prog, const Target& target, bool libm
     llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
     mpm.run(*mod, mam);
   }
-  // AVX2's 32-byte vectors: AVX-512 reads every other element in one instruction (vpermt2ps),
-  // SSE's two 16-byte halves in order with one shufps each.
-  if (target.vector_bytes == 32) compute_in_shuffle_order(*mod);
+  // With AVX2 only: AVX-512 reads every other element in one instruction (vpermt2ps), SSE's
+  // 16-byte halves take one shufps each in order.
+  if (!target.avx512() && impl_->tm->getMCSubtargetInfo()->checkFeatures("+avx2")) compute_in_shuffle_order(*mod);
   impl_->copy = llvm::CloneModule(*mod);
 
   impl_->jit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "creating the JIT");

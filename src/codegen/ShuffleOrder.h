@@ -14,8 +14,8 @@
 
 namespace tessel {
 
-// Rewrites the module's functions where that saves lane-crossing shuffles; for AVX2 (8 floats
-// a vector) only.
+// Rewrites the module's functions where that saves lane-crossing shuffles; for AVX2 targets
+// without AVX-512 only.
 void compute_in_shuffle_order(llvm::Module& module);
 
 }  // namespace tessel
