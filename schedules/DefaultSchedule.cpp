@@ -555,7 +555,8 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   int64_t K = op->shape[1], OW = op->shape[3];
   int64_t kb = K % (2 * lanes) == 0 ? 2 * lanes : lanes;
   const OperationNode* aop = op_of(s, acc);
-  bool all_but_four = reduction_steps(aop, 1) == 1 || column_stride(aop) > 1;
+  int64_t stride = column_stride(aop);
+  bool all_but_four = reduction_steps(aop, 1) == 1 || stride > 1;
   int64_t reg = columns_per_block(OW, kb, lanes, target, all_but_four);
   int64_t block_bytes = reduction_steps(aop) * kb * op->dtype.bytes();
   bool even = target.shares_evenly(op->shape[0] * ((K + kb - 1) / kb));
@@ -570,7 +571,7 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   // 112-122, 64->384 136 -> 134; 3x3 512@7 107 -> 120, 256@14 134 -> 146, 128@28 128 -> 131,
   // 64@56 138 -> 144. Not at a stride, where each pixel's padded taps are conditions that only
   // rows partition away (256@28 3x3 stride 2: 110 -> 53).
-  bool pixels = target.vector_registers < 32 && column_stride(aop) == 1 && even;
+  bool pixels = target.vector_registers < 32 && stride == 1 && even;
   int64_t chunk;
   if (pixels) {
     int64_t plane = op->shape[2] * op->shape[3];  // about the input's, at stride 1 or subsampled

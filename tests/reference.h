@@ -100,6 +100,13 @@ inline std::vector<Buffer> run(const tessel::Schedule& s, const std::vector<tess
   return outs;
 }
 
+// How often `what` occurs in `text` (instructions in assembly, lines in generated source).
+inline size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 inline void expect_close(const Buffer& got, const Buffer& want, double tol = 1e-4) {
   ASSERT_EQ(got.shape(), want.shape());
   EXPECT_LE(tessel::max_relative_error(got, want), tol);

@@ -495,11 +495,6 @@ TEST(CodeGen, OddWidthVectorsAreOneMaskedAccess) {
 TEST(CodeGen, StrideTwoTapsRunInShuffleOrderWithAvx2) {
   BuildOptions o;
   o.target = Target::parse("llvm -mcpu=haswell");
-  auto count = [](const std::string& as, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = as.find(what); at != std::string::npos; at = as.find(what, at + 1)) ++n;
-    return n;
-  };
   for (int64_t W : {8, 7, 6, 5}) {
     Tensor X = placeholder({4, 2 * W}, float32, "X");
     Tensor P = ops::pad(X, {1, 1}, {1, 1}, 0.0, "P");
@@ -521,7 +516,8 @@ TEST(CodeGen, StrideTwoTapsRunInShuffleOrderWithAvx2) {
     s[M].vectorize("j");
     Module m = build(s, {X, S, M}, o);
     std::string as = m.assembly();
-    size_t permutes = count(as, "vpermpd") + count(as, "vpermps"), shuffles = count(as, "vshufps");
+    size_t permutes = ref::occurrences(as, "vpermpd") + ref::occurrences(as, "vpermps");
+    size_t shuffles = ref::occurrences(as, "vshufps");
     if (W >= 6) EXPECT_LT(permutes * 3, shuffles) << "W " << W << "\n" << as;
     else EXPECT_GE(permutes, shuffles / 2) << "W " << W << "\n" << as;
     Buffer x = ref::random(X.shape(), 10), sv(S.shape(), float32), mv(M.shape(), float32);

@@ -226,14 +226,9 @@ TEST(Gpu, VirtualThreadsShareTheirFetchAndSliceTheirAccumulator) {
   };
   Schedule s = schedule(2);
   expect_matches_cpu(s, {A, B, C}, 2);
-  auto count = [](const std::string& src, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = src.find(what); at != std::string::npos; at = src.find(what, at + 1)) ++n;
-    return n;
-  };
   std::string src = build(s, {A, B, C}, {.target = kOpenCL}).source();
-  EXPECT_EQ(count(src, "for (int k_outer"), 1u) << src;    // one reduction loop, not one per virtual thread
-  EXPECT_EQ(count(src, "float C_local[16];"), 1u) << src;  // 2x2 outputs for each of 4 virtual threads
+  EXPECT_EQ(ref::occurrences(src, "for (int k_outer"), 1u) << src;    // one reduction loop, not one per virtual thread
+  EXPECT_EQ(ref::occurrences(src, "float C_local[16];"), 1u) << src;  // 2x2 outputs for each of 4 virtual threads
 }
 
 TEST(Gpu, CudaSourceUsesSharedMemoryAndLaunchBounds) {

@@ -20,23 +20,21 @@ unsigned lanes(const llvm::Type* t) {
   return v && v->getNumElements() >= 6 && v->getNumElements() <= kLanes ? v->getNumElements() : 0;
 }
 
-// The first element of a read of every other float of 16 (CodeGenLLVM's strided_load at
-// stride 2): 0 or 1 for the mask f, f + 2, ..., f + 14 of one 16-float vector (lanes that no
-// one reads may be poison), else -1.
-int stride2_first(const llvm::Instruction* i) {
+// A read of every other float of 16 (CodeGenLLVM's strided_load at stride 2): the mask f,
+// f + 2, ..., f + 14 of one 16-float vector, f 0 or 1 (lanes that no one reads may be poison).
+bool stride2_read(const llvm::Instruction* i) {
   auto* s = llvm::dyn_cast<llvm::ShuffleVectorInst>(i);
-  if (!s || !s->getType()->getElementType()->isFloatTy() || !lanes(s->getType())) return -1;
-  if (llvm::cast<llvm::FixedVectorType>(s->getOperand(0)->getType())->getNumElements() != 2 * kLanes) return -1;
+  if (!s || !s->getType()->getElementType()->isFloatTy() || !lanes(s->getType())) return false;
+  if (llvm::cast<llvm::FixedVectorType>(s->getOperand(0)->getType())->getNumElements() != 2 * kLanes) return false;
   int first = -1;
   for (unsigned l = 0; l < lanes(s->getType()); ++l) {
     int m = s->getShuffleMask()[l];
     if (m < 0) continue;
     if (first < 0) first = m - 2 * int(l);
-    if ((first != 0 && first != 1) || m != first + 2 * int(l)) return -1;
+    if ((first != 0 && first != 1) || m != first + 2 * int(l)) return false;
   }
-  return first;
+  return first >= 0;
 }
-bool stride2_read(const llvm::Instruction* i) { return stride2_first(i) >= 0; }
 
 // A shuffle of two vectors that takes each lane l from lane l of one of them: InstCombine's
 // form of a select on constant lanes (the padding's zeros).
@@ -140,24 +138,19 @@ void reorder_function(llvm::Function& f) {
   for (auto* i : in) gain[webs.find(i)] += (stride2_read(i) ? 1 : 0) - (leaves(i) ? 1 : 0);
   for (auto* i : in) {
     if (gain[webs.find(i)] <= 0) continue;
-    if (!stride2_read(i))
+    bool read = stride2_read(i);
+    if (!read)
       for (llvm::Use& op : i->operands())
         if (auto* c = llvm::dyn_cast<llvm::Constant>(op.get()); c && lanes(c->getType()) && !c->getSplatValue())
           op.set(reorder(c));
-    if (stride2_read(i)) {
-      auto* s = llvm::cast<llvm::ShuffleVectorInst>(i);
-      int first = stride2_first(i);
-      std::vector<int> mask;
-      for (unsigned l = 0; l < lanes(s->getType()); ++l)
-        mask.push_back(s->getShuffleMask()[kOrder[l]] < 0 ? -1 : first + 2 * kOrder[l]);
-      s->setShuffleMask(mask);
-    } else if (blend(i)) {
-      auto* s = llvm::cast<llvm::ShuffleVectorInst>(i);
-      std::vector<int> mask;
+    if (auto* s = llvm::dyn_cast<llvm::ShuffleVectorInst>(i)) {
+      // Lane l now holds lane kOrder[l]: a stride-2 read takes that lane's element of the span; a
+      // blend takes it from the same operand, whose lanes are in the new order too.
       unsigned n = lanes(s->getType());
+      std::vector<int> mask;
       for (unsigned l = 0; l < n; ++l) {
         int from = s->getShuffleMask()[kOrder[l]];
-        mask.push_back(from < 0 ? from : int(from / n * n + l));
+        mask.push_back(read || from < 0 ? from : int(from / n * n + l));
       }
       s->setShuffleMask(mask);
     } else if (auto* e = llvm::dyn_cast<llvm::InsertElementInst>(i)) {
