@@ -1,4 +1,5 @@
 #include "codegen/LLVMJit.h"
+#include "codegen/MaskedStores.h"
 #include "codegen/ShuffleOrder.h"
 
 #include <chrono>
@@ -104,6 +105,7 @@ JitKernel::JitKernel(const LoweredProgram& prog, const Target& target, bool libm
   // With AVX2 only: AVX-512 reads every other element in one instruction (vpermt2ps), SSE's
   // 16-byte halves take one shufps each in order.
   if (!target.avx512() && impl_->tm->getMCSubtargetInfo()->checkFeatures("+avx2")) compute_in_shuffle_order(*mod);
+  if (masked_stores_are_slow(*impl_->tm, target.avx512())) split_constant_masked_stores(*mod);
   impl_->copy = llvm::CloneModule(*mod);
 
   impl_->jit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "creating the JIT");
