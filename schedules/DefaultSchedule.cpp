@@ -802,19 +802,25 @@ void schedule_depthwise_pixels(Schedule& s, const std::string& out, const std::s
 // vector of columns at a time, its window unrolled into FMAs on one accumulator register.
 // Whole vectors, the row's last columns a narrower one: a divisor of the row (7 of 14 or 28
 // columns) made every load of 7 lanes four instructions (576@14: 25 GFLOP/s, 32 in 8s).
-// At stride 1 a block of rows (a divisor of the rows, up to a quarter of the registers) is
-// computed together, its taps unrolled: an input row's three loads serve the three output
-// rows that read it, where one row at a time loaded each input row three times. AVX-512, 2
-// threads, blocks of 7 rows: 576@14 22 -> 16 us, 144@56 62 -> 49, 32@112 45 -> 35. At stride 2
-// consecutive output rows share one input row of three: no faster.
+// At stride 1 a block of rows (a divisor of the rows) is computed together, its taps unrolled:
+// an input row's three loads serve the three output rows that read it, where one row at a
+// time loaded each input row three times. Each row of the block holds an accumulator and about
+// two loads in registers beside the window's weights, so the block has at most a third of the
+// registers the weights leave: 7 rows with AVX-512 (2 threads: 576@14 22 -> 16 us, 144@56 62
+// -> 49, 32@112 45 -> 35), 2 with AVX2, where blocks of 4 spilled (2 threads, against oneDNN
+// in the same process: 192@28 0.86 -> 0.97x, 144@56 1.02 -> 1.24x, 32@112 1.58 -> 1.94x). At
+// stride 2 consecutive output rows share one input row of three: no faster.
 void schedule_depthwise(Schedule& s, const std::string& out, const std::string& acc, int lanes, const Target& target) {
   const OperationNode* op = op_of(s, out);
   const OperationNode* aop = op_of(s, acc);
   int64_t OH = op->shape[2], OW = op->shape[3];
   bool unit = column_stride(aop) == 1;
-  int64_t vw = std::min<int64_t>(OW, lanes), yb = unit ? divisor_at_most(OH, target.vector_registers / 4) : 1;
+  int64_t taps = 1;
+  for (auto& r : aop->reduce_axis) taps *= r.extent();
+  int64_t block = std::max<int64_t>(1, (target.vector_registers - taps) / 3);
+  int64_t vw = std::min<int64_t>(OW, lanes), yb = unit ? divisor_at_most(OH, block) : 1;
   // Rows narrower than a vector whose rows do not block (7 rows, with AVX2's 16 registers a block
-  // of 4 at most) run over the pixels too: one row alone is one chain of 9 dependent FMAs. AVX2,
+  // of 2 at most) run over the pixels too: one row alone is one chain of 9 dependent FMAs. AVX2,
   // 2 threads, alternating runs: 960@7 21 -> 40 GFLOP/s; with rows in blocks (14x14) the rows are
   // faster (576@14 36 against 28).
   if (unit && (2 * OW <= lanes || (OW < lanes && yb == 1)))
