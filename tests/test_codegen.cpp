@@ -487,12 +487,6 @@ TEST(CodeGen, OddWidthVectorsAreOneMaskedAccess) {
       ASSERT_NEAR(got.get(i * 7 + j), x.get(i * 21 + j) + x.get(i * 21 + 7 + j) + x.get(i * 21 + 14 + j), 1e-5);
 }
 
-// A 3x3 window at stride 2 over rows of 8, 7, 6 and 5 columns, the columns in vector lanes:
-// each tap reads every other element of a span of 16. With AVX2 that is a vshufps, which
-// leaves the lanes in the order 0 1 4 5 2 3 6 7, and a lane-crossing vpermpd; the sum and the
-// max of the taps are lane-wise, so they run in the vshufps order and one vpermpd restores
-// the order of each result (6 to 8 lanes; a row of 5 keeps a permute per tap). The padding's
-// zeros (a blend of lanes) follow the order.
 // Rows of 15, 14, 13 and 11 floats as one vector end in part of a machine vector, stored
 // with a constant mask. Zen 3's masked store is microcode (LLVM's model: one every 12
 // cycles), so for it the part is stored in plain pieces (4 + 2 + 1 lanes, ...); Haswell's
@@ -522,6 +516,12 @@ TEST(CodeGen, ConstantMaskedStoresSplitWhereTheCpuRunsThemSlowly) {
   }
 }
 
+// A 3x3 window at stride 2 over rows of 8, 7, 6 and 5 columns, the columns in vector lanes:
+// each tap reads every other element of a span of 16. With AVX2 that is a vshufps, which
+// leaves the lanes in the order 0 1 4 5 2 3 6 7, and a lane-crossing vpermpd; the sum and the
+// max of the taps are lane-wise, so they run in the vshufps order and one vpermpd restores
+// the order of each result (6 to 8 lanes; a row of 5 keeps a permute per tap). The padding's
+// zeros (a blend of lanes) follow the order.
 TEST(CodeGen, StrideTwoTapsRunInShuffleOrderWithAvx2) {
   BuildOptions o;
   o.target = Target::parse("llvm -mcpu=haswell");

@@ -520,7 +520,8 @@ TEST(Ops, NchwDepthwiseAtStrideOneComputesABlockOfRows) {
   // rows, one row at a time.
   for (const char* cpu : {"haswell", "skylake-avx512"}) {
     Target t = Target::parse(std::string("llvm -mcpu=") + cpu);
-    for (auto [H, W, stride] : std::vector<std::array<int64_t, 3>>{{14, 20, 1}, {28, 40, 1}, {13, 20, 1}, {28, 40, 2}}) {
+    std::vector<std::array<int64_t, 3>> shapes = {{14, 20, 1}, {28, 40, 1}, {13, 20, 1}, {28, 40, 2}};
+    for (auto [H, W, stride] : shapes) {
       int64_t C = 3, OH = (H - 1) / stride + 1, rows = 1;
       for (int64_t d = 1; d <= (t.vector_registers - 9) / 3 && stride == 1; ++d)
         if (OH % d == 0) rows = d;
