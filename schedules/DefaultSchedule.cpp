@@ -815,9 +815,7 @@ void schedule_depthwise(Schedule& s, const std::string& out, const std::string& 
   const OperationNode* aop = op_of(s, acc);
   int64_t OH = op->shape[2], OW = op->shape[3];
   bool unit = column_stride(aop) == 1;
-  int64_t taps = 1;
-  for (auto& r : aop->reduce_axis) taps *= r.extent();
-  int64_t block = std::max<int64_t>(1, (target.vector_registers - taps) / 3);
+  int64_t block = std::max<int64_t>(1, (target.vector_registers - reduction_steps(aop)) / 3);
   int64_t vw = std::min<int64_t>(OW, lanes), yb = unit ? divisor_at_most(OH, block) : 1;
   // Rows narrower than a vector whose rows do not block (7 rows, with AVX2's 16 registers a block
   // of 2 at most) run over the pixels too: one row alone is one chain of 9 dependent FMAs. AVX2,
