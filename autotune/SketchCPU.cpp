@@ -155,6 +155,13 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     std::string packed, reader, at;
   };
   std::vector<Pack> packs;
+  // Stages over fused pixels whose input's pixel panels may be packed (drawn last), in blocks
+  // of `block` pixels, inside their outermost tile loops at `at`.
+  struct Panel {
+    std::string reader, at;
+    int64_t block;
+  };
+  std::vector<Panel> panels;
   int lanes = this->lanes();
   auto leaves = [&](const std::string& st) { return s[st].leaf_axes(); };
   auto spatial_leaves = [&](const std::string& st) {
@@ -407,6 +414,8 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       std::string par = parallel_outer(m, s0);
       prefetch_weights(m, par, rewritten);
       pack_at = unfused(m, pack_at, par);
+      // (not a subsampled copy's: its rows and columns are not adjacent dimensions)
+      if (fuse_image && op->inputs()[0]->shape.size() == op->shape.size()) panels.push_back({m, pack_at, sf[v][2]});
     }
     for (auto& p : packs)  // a pack of this stage may go inside its outermost tile loops
       if (p.reader == m && p.at.empty()) p.at = pack_at;
@@ -544,6 +553,17 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
   // records of older logs.
   for (auto& p : packs)
     if (!p.at.empty() && tr.choice(2) == 1) s[p.packed].compute_at(s[p.reader], p.at);
+  // Fused pixels read in place or from their input packed in blocks of the register block's
+  // pixels, each block's panel contiguous (see ops::schedule_conv_nchw_pixels), packed at the
+  // root or inside the outermost tile loops. Drawn after all the decisions above.
+  for (auto& p : panels) {
+    if (tr.choice(2) == 0) continue;
+    Tensor input(s.state().stage(p.reader).op->inputs()[0]);
+    int dims = 2, dim = int(input.shape().size()) - dims;
+    std::string packed = s.pack(input, {s.tensor(p.reader)}, dim, p.block, dims).name();
+    simple_root(packed, true);
+    if (tr.choice(2) == 1) s[packed].compute_at(s[p.reader], p.at);
+  }
   return tr.candidate(s);
 }
 

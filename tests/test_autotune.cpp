@@ -225,17 +225,25 @@ TEST(Autotune, OneByOneNchwConvolutionsMayTileTheirPixelsAsOneAxis) {
   // candidates, and their mutants, give the reference answer. At a stride they fuse only
   // over a subsampled copy of the input (two de-interleaves, phase 0 of each read). Where
   // the input's pixels are not consecutive otherwise (padding, a wider window) the two axes
-  // are never fused.
+  // are never fused. At stride 1 the input's pixels may be packed in blocks of the register
+  // block's pixels (pack over the two image dimensions), at the root or in the outer tiles.
   Target t = Target::host();
   Workload w = make_workload("conv2d", parse_shape("C=12,H=8,W=8,K=20,R=1,S=1"));
   SearchSpace space(w, t);
   auto fused = samples_with_step(space, 3, R"(["fuse","conv",["k","l"]])", 4, 200);
   ASSERT_EQ(fused.size(), 4u);
   expect_correct_with_mutants(space, w, fused);
+  auto panels = samples_with_step(space, 4, R"(["pack","X",["conv"],2,)", 4, 400);
+  ASSERT_EQ(panels.size(), 4u);
+  expect_correct_with_mutants(space, w, panels);
+  for (const Candidate& c : panels)
+    for (const Step& st : c.steps)
+      if (st.kind == Step::Pack) EXPECT_EQ(st.ints, (std::vector<int64_t>{2, st.ints[1], 2})) << c.key;  // dims = 2
+  fused.insert(fused.end(), panels.begin(), panels.end());
   for (const Candidate& c : fused) {
     Schedule s = Schedule::replay(w.outputs, c.steps);
     for (const Step& st : c.steps)
-      if (st.kind == Step::Vectorize) {
+      if (st.kind == Step::Vectorize && st.stage == "conv") {
         int64_t lanes = t.vector_bytes / 4, extent = axis_extent(s, st.stage, st.axes[0]), vectors = extent / lanes;
         EXPECT_TRUE(extent % lanes == 0 && (vectors & (vectors - 1)) == 0) << extent << " lanes: " << c.key;
       }

@@ -22,6 +22,7 @@ TEST(Errors, PackBadDimBlockOrReader) {
   Schedule s({m.D});
   expect_error([&] { s.pack(m.B, {m.C}, 2, 4); }, {"pack of 'B'", "dim 2", "2-dimensional", "use 0..1"});
   expect_error([&] { s.pack(m.B, {m.C}, 1, 25); }, {"pack of 'B'", "block 25", "extent of dimension 1 (24)"});
+  expect_error([&] { s.pack(m.B, {m.C}, 1, 4, 2); }, {"pack of 'B'", "2 dimensions from dim 1", "use 1..1"});
   expect_error([&] { s.pack(m.B, {m.D}, 1, 8); }, {"pack of 'B'", "stage 'D' does not read it", "readers: C"});
 }
 

@@ -222,6 +222,42 @@ TEST(Primitives, PackCutsADimensionIntoBlocks) {
   }
 }
 
+// pack over two dimensions blocks them as one: an NCHW image's pixels, flattened row-major,
+// in blocks of 16 that run across the ends of the 6-column rows (1x1 convolution as a GEMM
+// over the pixels). 5 x 6 = 30 pixels: the second block is short and zero-filled. Each block's
+// panel is packed where the block's loop runs; the step replays from its JSON.
+TEST(Primitives, PackBlocksTrailingDimensionsAsOne) {
+  Tensor X = placeholder({2, 7, 5, 6}, float32, "X"), W = placeholder({3, 7}, float32, "W");
+  IterVar c = reduce_axis(7, "c");
+  Tensor Y = compute({2, 3, 5, 6}, [&](Var n, Var k, Var y, Var x) { return sum(W(k, c) * X(n, c, y, x), {c}); }, "Y");
+  Buffer x = ref::random(X.shape(), 5), w = ref::random(W.shape(), 6), want(Y.shape(), float32);
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t k = 0; k < 3; ++k)
+      for (int64_t p = 0; p < 30; ++p) {
+        float acc = 0;
+        for (int64_t ci = 0; ci < 7; ++ci) acc += w.data<float>()[k * 7 + ci] * x.data<float>()[(n * 7 + ci) * 30 + p];
+        want.data<float>()[(n * 3 + k) * 30 + p] = acc;
+      }
+  Schedule s({Y});
+  Tensor XP = s.pack(X, {Y}, 2, 16, 2);
+  EXPECT_EQ(XP.shape(), (std::vector<int64_t>{2, 2, 7, 16}));
+  Stage y = s[Y];
+  Axis p = y.fuse({"k", "l"});  // y, x
+  auto [po, pi] = y.split(p, 16);
+  y.reorder({"i", po, "j", "c", pi});
+  Axis blocks = y.fuse({"i", po});
+  y.parallel(blocks);
+  s[XP].compute_at(y, blocks);
+  s[XP].vectorize(s[XP].leaf_axes().back());
+  y.vectorize(pi);
+  ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], want);
+  std::string ir = lower(s, {X, W, Y}).str();
+  EXPECT_NE(ir.find("X.pack[ramp((c*16), 1, 16)]"), std::string::npos) << ir;  // one contiguous vector a step
+  Schedule r = Schedule::replay({Y}, steps_from_json(steps_to_json(s.steps())));
+  ref::expect_close(ref::run(r, {X, W, Y}, {x, w})[0], want);
+  EXPECT_NE(s.to_cpp().find(R"(s.pack(s.tensor("X"), {s.tensor("Y")}, 2, 16, 2);)"), std::string::npos) << s.to_cpp();
+}
+
 // A stride-2 read of columns: every other element of A's rows, three taps, vectorized along
 // the output's columns. De-interleaved, each tap reads one phase of the row contiguously.
 TEST(Primitives, DeinterleaveSplitsADimensionIntoPhases) {

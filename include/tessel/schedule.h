@@ -115,8 +115,10 @@ class Schedule {
   // B whose dimension `dim` is cut into blocks of `block` (the block index first, the
   // position in the block last), so that a loop nest walking one block of j reads memory
   // contiguously. A short last block is zero-filled. Returns B.pack (computed at the root
-  // unless scheduled otherwise).
-  Tensor pack(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t block);
+  // unless scheduled otherwise). With dims > 1, the dimensions dim .. dim + dims - 1 are
+  // blocked as one, flattened row-major: pack(X, {C}, 2, 16, 2) of an NCHW X lays out
+  // X.pack[(y * W + x) / 16, n, c, (y * W + x) % 16], blocks of 16 pixels that may span rows.
+  Tensor pack(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t block, int dims = 1);
   // deinterleave(X, {C}, 3, 2): readers C load X[..., x] from X.deint[..., x % 2, x / 2], a
   // copy of X whose dimension `dim` is split into `factor` phases, each phase's elements
   // next to each other. A read `factor` apart along `dim` (a stride-2 convolution's input

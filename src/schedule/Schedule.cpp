@@ -458,15 +458,17 @@ Expr read_or_zero(const StageState& src, std::vector<Expr> idx, int dim, bool ma
 }
 
 // The blocked layout of pack and rewrite_layout: src[..., x_dim, ...] lives at
-// copy[x_dim / block, ..., x_dim % block]. Checks dim and block.
-std::vector<int64_t> blocked_shape(const StageState& src, const char* prim, int dim, int64_t block) {
-  int nd = int(src.op->shape.size());
-  int64_t n = copied_extent(src, prim, dim);
+// copy[x_dim / block, ..., x_dim % block], for src of shape `src_shape` (pack's flattened
+// one). Checks block; the caller checks dim.
+std::vector<int64_t> blocked_shape(const StageState& src, const char* prim, int dim, int64_t block,
+                                   const std::vector<int64_t>& src_shape) {
+  int nd = int(src_shape.size());
+  int64_t n = src_shape[size_t(dim)];
   TESSEL_USER_CHECK(block >= 1 && block <= n, prim, " of '", src.name, "': block ", block,
                     " must be between 1 and the extent of dimension ", dim, " (", n, ")");
   std::vector<int64_t> shape{(n + block - 1) / block};
   for (int d = 0; d < nd; ++d)
-    if (d != dim) shape.push_back(src.op->shape[d]);
+    if (d != dim) shape.push_back(src_shape[size_t(d)]);
   shape.push_back(block);
   return shape;
 }
@@ -481,17 +483,68 @@ IndexMap blocked_index(int dim, int64_t block) {
   };
 }
 
+// pack with dims > 1 blocks dimensions dim .. dim + dims - 1 as one: the source with those
+// dimensions flattened (row-major) into their last. Returns the flattened shape.
+std::vector<int64_t> flattened_shape(const StageState& src, int dim, int dims) {
+  int nd = int(src.op->shape.size());
+  TESSEL_USER_CHECK(dims >= 1 && dim + dims <= nd, "pack of '", src.name, "': ", dims, " dimensions from dim ", dim,
+                    " run past its ", nd, " (use 1..", std::max(1, nd - dim), ")");
+  std::vector<int64_t> shape = src.op->shape;
+  for (int d = dim + 1; d < dim + dims; ++d) shape[size_t(dim)] *= shape[size_t(d)];
+  shape.erase(shape.begin() + dim + 1, shape.begin() + dim + dims);
+  return shape;
+}
+
+// The source's indices of flattened index `flat` (the dimensions dim .. dim + dims - 1 of
+// `shape`), and the reverse.
+std::vector<Expr> unflatten(const std::vector<int64_t>& shape, int dim, int dims, std::vector<Expr> idx) {
+  Expr flat = idx[size_t(dim)];
+  std::vector<Expr> parts(static_cast<size_t>(dims));
+  for (int d = dim + dims - 1; d > dim; --d) {
+    parts[size_t(d - dim)] = flat % make_int(shape[size_t(d)]);
+    flat = flat / make_int(shape[size_t(d)]);
+  }
+  parts[0] = flat;
+  idx.erase(idx.begin() + dim);
+  idx.insert(idx.begin() + dim, parts.begin(), parts.end());
+  return idx;
+}
+std::vector<Expr> flatten(const std::vector<int64_t>& shape, int dim, int dims, std::vector<Expr> idx) {
+  Expr flat = idx[size_t(dim)];
+  for (int d = dim + 1; d < dim + dims; ++d) flat = flat * make_int(shape[size_t(d)]) + idx[size_t(d)];
+  idx.erase(idx.begin() + dim, idx.begin() + dim + dims);
+  idx.insert(idx.begin() + dim, flat);
+  return idx;
+}
+
 void do_pack(ScheduleState& st, const Step& step) {
   StageState& src = st.stage(step.stage);
   int dim = int(step.ints.at(0));
   int64_t block = step.ints.at(1);
-  std::vector<IterVar> axes = data_axes(blocked_shape(src, "pack", dim, block));
+  int dims = step.ints.size() > 2 ? int(step.ints[2]) : 1;
+  copied_extent(src, "pack", dim);
+  std::vector<int64_t> shape = src.op->shape, flat_shape = flattened_shape(src, dim, dims);
+  std::vector<IterVar> axes = data_axes(blocked_shape(src, "pack", dim, block, flat_shape));
   std::vector<Expr> v = vars_of(axes), idx;
   Expr x = v.front() * make_int(block) + v.back();
-  for (int d = 0, k = 1; d < int(src.op->shape.size()); ++d) idx.push_back(d == dim ? x : v[k++]);
-  Expr body = read_or_zero(src, idx, dim, src.op->shape[dim] % block != 0);
+  for (int d = 0, k = 1; d < int(flat_shape.size()); ++d) idx.push_back(d == dim ? x : v[k++]);
+  bool short_block = flat_shape[size_t(dim)] % block != 0;
+  Expr body;
+  if (dims == 1) {
+    body = read_or_zero(src, idx, dim, short_block);
+  } else {
+    // Past the last element the flattened index reads its clamp (then zero), as read_or_zero does.
+    Expr f = idx[size_t(dim)];
+    idx[size_t(dim)] = short_block ? min(f, make_int(flat_shape[size_t(dim)] - 1)) : f;
+    body = TensorLoad::make(src.op, unflatten(shape, dim, dims, idx));
+    if (short_block) body = select(f < make_int(flat_shape[size_t(dim)]), body, make_const(src.op->dtype, 0));
+  }
   Operation packed = make_compute_op(unique_stage_name(st, src.name + ".pack"), axes, body, "pack");
-  insert_copy(st, step, "pack", src, packed, "global", blocked_index(dim, block));
+  IndexMap blocked = blocked_index(dim, block);
+  insert_copy(st, step, "pack", src, packed, "global",
+              dims == 1 ? blocked : IndexMap([=](const std::vector<Expr>& i) {
+                return blocked(flatten(shape, dim, dims, i));
+              }));
 }
 
 // The phases of deinterleave: src[..., x_dim, ...] lives at copy[..., x_dim % factor,
@@ -530,7 +583,8 @@ void do_rewrite_layout(ScheduleState& st, const Step& step) {
                     "(weights) in a blocked layout; block a computed tensor with pack");
   int dim = int(step.ints.at(0));
   int64_t block = step.ints.at(1);
-  std::vector<int64_t> shape = blocked_shape(src, "rewrite_layout", dim, block);
+  copied_extent(src, "rewrite_layout", dim);
+  std::vector<int64_t> shape = blocked_shape(src, "rewrite_layout", dim, block, src.op->shape);
   Step all = step;
   all.stages = st.readers(src.name);
   TESSEL_USER_CHECK(!all.stages.empty(), "rewrite_layout: input '", src.name,
@@ -824,8 +878,10 @@ Tensor Schedule::cache_read(const Tensor& t, const std::string& scope, const std
   return apply_copy(Step{Step::CacheRead, t.name(), {}, {}, scope, {}}, readers);
 }
 
-Tensor Schedule::pack(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t block) {
-  return apply_copy(Step{Step::Pack, t.name(), {}, {dim, block}, "", {}}, readers);
+Tensor Schedule::pack(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t block, int dims) {
+  std::vector<int64_t> ints{dim, block};
+  if (dims != 1) ints.push_back(dims);
+  return apply_copy(Step{Step::Pack, t.name(), {}, ints, "", {}}, readers);
 }
 
 Tensor Schedule::deinterleave(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t factor) {

@@ -52,7 +52,10 @@ json to_j(const Step& s) {
     case Step::CacheRead: j.push_back(s.str), j.push_back(s.stages); break;
     case Step::CacheWrite: j.push_back(s.str); break;
     case Step::Pack:
-    case Step::Deinterleave: j.push_back(s.stages), j.push_back(s.ints.at(0)), j.push_back(s.ints.at(1)); break;
+    case Step::Deinterleave:
+      j.push_back(s.stages), j.push_back(s.ints.at(0)), j.push_back(s.ints.at(1));
+      if (s.ints.size() > 2) j.push_back(s.ints[2]);  // pack's flattened dimensions, where more than one
+      break;
     case Step::RewriteLayout: j.push_back(s.ints.at(0)), j.push_back(s.ints.at(1)); break;
   }
   return j;
@@ -114,7 +117,11 @@ Step from_j(const json& j) {
     case Step::StorageAlign: need(5), s.axes = {str(2)}, s.ints = {num(3), num(4)}; break;
     case Step::CacheRead: need(4), s.str = str(2), s.stages = strs(3); break;
     case Step::CacheWrite: need(3), s.str = str(2); break;
-    case Step::Pack:
+    case Step::Pack:  // [.., dim, block] or [.., dim, block, dims]
+      if (j.size() != 5 && j.size() != 6) throw bad("a pack step has 5 or 6 elements");
+      s.stages = strs(2), s.ints = {num(3), num(4)};
+      if (j.size() == 6) s.ints.push_back(num(5));
+      break;
     case Step::Deinterleave: need(5), s.stages = strs(2), s.ints = {num(3), num(4)}; break;
     case Step::RewriteLayout: need(4), s.ints = {num(2), num(3)}; break;
   }
@@ -178,7 +185,8 @@ std::string Step::to_cpp(const std::string& v) const {
       std::string readers = "{";
       for (size_t i = 0; i < stages.size(); ++i) readers += (i ? ", " : "") + v + ".tensor(" + quote(stages[i]) + ")";
       return v + (kind == Pack ? ".pack(" : ".deinterleave(") + v + ".tensor(" + quote(stage) + "), " + readers +
-             "}, " + std::to_string(ints[0]) + ", " + std::to_string(ints[1]) + ");";
+             "}, " + std::to_string(ints[0]) + ", " + std::to_string(ints[1]) +
+             (ints.size() > 2 ? ", " + std::to_string(ints[2]) : "") + ");";
     }
     case RewriteLayout:
       return v + ".rewrite_layout(" + v + ".tensor(" + quote(stage) + "), " + std::to_string(ints[0]) + ", " +
