@@ -12,7 +12,6 @@
 #include <functional>
 #include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace bench {
@@ -52,17 +51,11 @@ inline double time_median(const std::function<void()>& fn, int min_runs = 5, dou
 // Seconds of each of several implementations of one case, timed in interleaved rounds
 // (a b c, a b c, ...), each keeping its best round median: a slow spell of a shared
 // machine then costs every implementation a round instead of biasing whichever ran in it.
-// Each is timed after a pause in which the threads of the one before go to sleep: oneDNN's
-// OpenMP workers spin on their cores for milliseconds after a call returns, and the same
-// Tessel kernel timed right after oneDNN ran 0.69x oneDNN's speed where after a 20 ms pause
-// it ran 0.87-0.93x (ResNet-50's 256->128 1x1 layer at 56x56, 2 threads, one process).
-inline void let_threads_settle() { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }
 using Impls = std::vector<std::pair<std::string, std::function<void()>>>;
 inline std::map<std::string, double> time_interleaved(const Impls& impls, int rounds = 3) {
   std::map<std::string, double> best;
   for (int r = 0; r < rounds; ++r)
     for (auto& [name, fn] : impls) {
-      let_threads_settle();
       double s = time_median(fn, 5, 0.1);
       if (!best.count(name) || s < best[name]) best[name] = s;
     }

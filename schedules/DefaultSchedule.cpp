@@ -655,10 +655,10 @@ int64_t pixel_vectors(const Target& target) { return std::max<int64_t>(1, accumu
 // ran 159-171 GFLOP/s at 2 threads this way on AVX2, the channel-blocked path 133-141.
 // With `pack`, each block of pixels first copies its input panel (every channel's segment)
 // into one contiguous block, and the parallel loop runs over the blocks of pixels alone.
-// In place the panel's segments lie a channel's plane apart (12544 bytes at 56x56): on Zen 3
-// they fell into a quarter of L1's sets and were read from L2 by every block of channels,
-// and at 14x14 a segment straddles two lines. Packed, ResNet-50's 1x1 layers at 56x56 and
-// 28x28 ran 0.81-0.89x -> 0.93-1.09x oneDNN at 2 threads, 1024->512 at 14x14 0.77x -> 0.85x.
+// In place the panel's segments lie a channel's plane apart (3136 bytes at 28x28), each
+// block of channels reading them again from L2, and at 14x14 a segment straddles two lines.
+// ResNet-50's 1x1 layers at 2 threads (AVX2): 28x28 3-5% faster packed, 14x14 (then no
+// longer channel-blocked) 4-8%, 56x56 the same.
 void schedule_conv_nchw_pixels(Schedule& s, const std::string& out, int lanes, bool pack, const Target& target) {
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, k, y, x, then the reduction
