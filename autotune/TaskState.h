@@ -25,6 +25,7 @@ struct TaskState {
   double weight = 1;
   std::unique_ptr<SearchSpace> space;
   std::unique_ptr<Measurer> measurer;
+  std::string default_key;  // this build's default schedule (a log may hold older defaults)
   std::set<std::string> measured_keys;
   std::vector<Measured> measured;
   std::map<std::string, std::vector<float>> features;  // by candidate key

@@ -241,6 +241,7 @@ class Tuner {
     Candidate c;
     c.steps = default_schedule(t.w, opts_.target).steps();
     c.key = steps_to_json(c.steps);
+    t.default_key = c.key;
     auto known = std::find_if(t.measured.begin(), t.measured.end(), [&](auto& m) { return m.cand.key == c.key; });
     double s = INFINITY;
     if (known != t.measured.end()) {
@@ -273,8 +274,8 @@ class Tuner {
     const Measured* dflt = nullptr;
     for (auto& m : t.measured) {
       if (!std::isfinite(m.seconds)) continue;
-      if (m.cand.decisions.empty()) dflt = &m;
-      else searched.push_back(&m);
+      if (m.cand.key == t.default_key) dflt = &m;  // not an older build's default, found in the log
+      else if (!m.cand.decisions.empty()) searched.push_back(&m);
     }
     std::sort(searched.begin(), searched.end(), [](auto* a, auto* b) { return a->seconds < b->seconds; });
     searched.resize(std::min<size_t>(searched.size(), size_t(opts_.remeasure_top)));

@@ -685,12 +685,17 @@ void schedule_conv_nchw_pixels(Schedule& s, const std::string& out, int lanes, b
 }
 
 // Whether schedule_conv_nchw_pixels packs the input panels of `op`, a 1x1 stride-1 NCHW
-// convolution: where its whole blocks of pixels share the cores evenly. A block's panel is
-// packed once for all its channels, so the blocks of pixels are the only parallel loop
-// (ResNet-50's 7x7 layers, 3 blocks of 16 pixels on 2 cores, ran 0.85x -> 0.61x oneDNN).
+// convolution: where a panel fills half of L1 or more (16 KB: 256 input channels of 16
+// pixels) and at least 20 blocks of output channels read it, and the whole blocks of pixels
+// share the cores evenly. A block's panel is packed once for all its channels, so the blocks
+// of pixels are the only parallel loop (ResNet-50's 7x7 layers, 3 blocks of 16 pixels on 2
+// cores, ran much slower). MobileNetV2's narrower layers (up to 576 channels in, 96 out) ran
+// 3-25% slower packed, most at 14x14, where the last, partial block of pixels runs alone.
 bool packs_pixel_panels(const OperationNode* op, int lanes, const Target& target) {
-  int64_t blocks = op->shape[0] * (op->shape[2] * op->shape[3] / (pixel_vectors(target) * lanes));
-  return image_axes_fuse(op) && blocks >= target.num_cores && target.shares_evenly(blocks);
+  int64_t block = pixel_vectors(target) * lanes, blocks = op->shape[0] * (op->shape[2] * op->shape[3] / block);
+  int64_t panel_bytes = reduction_steps(op) * block * op->dtype.bytes();
+  return image_axes_fuse(op) && panel_bytes >= (16 << 10) && op->shape[1] >= 20 * 6 && blocks >= target.num_cores &&
+         target.shares_evenly(blocks);
 }
 
 // Convolution in NCHW with the columns as the vector: each thread of the parallel loop

@@ -743,6 +743,37 @@ TEST(Autotune, KillAndResumeLosesNothing) {
   EXPECT_EQ(keys.size(), 24u);
 }
 
+// A log written by several builds holds each one's default schedule, all records without
+// decisions: here this build's, then another build's. Resumed, the finals re-measure this
+// build's default, not the last one in the log.
+TEST(Autotune, FinalsRemeasureThisBuildsDefaultNotAnOlderOne) {
+  Workload w = make_workload("matmul", parse_shape("M=32,N=32,K=32"));
+  std::string current = steps_to_json(default_schedule(w, Target::host()).steps());
+  TuneOptions o = small(4);
+  o.log = tmp("older_default.json");
+  std::remove(o.log.c_str());
+  {
+    LogWriter log(o.log);
+    Record mine = make_record(w, Target::host()), other = mine;
+    mine.steps = default_schedule(w, Target::host()).steps();
+    mine.costs = {1e-3};
+    other.steps = {Step{Step::Split, "C", {"i"}, {4}, "", {}}};
+    other.costs = {1e-9};  // looks fastest of all
+    mine.message = other.message = kDefaultScheduleMessage;
+    log.append(mine);
+    log.append(other);
+  }
+  o.resume = true;
+  tune(w, o);
+  int finals = 0;
+  for (const Record& r : read_log(o.log))
+    if (r.message == kRemeasuredMessage && r.decisions.empty()) {
+      EXPECT_EQ(steps_to_json(r.steps), current);
+      ++finals;
+    }
+  EXPECT_GT(finals, 0);
+}
+
 // Records of other workloads train the model before the first round: four trials of a new
 // matmul (five records with its default, too few to train on) still end with a saved model.
 TEST(Autotune, HistoryOfOtherWorkloadsTrainsTheModelFromTheStart) {

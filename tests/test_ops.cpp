@@ -325,20 +325,26 @@ TEST(Ops, NchwDefaultRunsAShortReductionOverThePixelsEndingInANarrowerVector) {
   // 1x1 at 14x14: 196 pixels end in a narrower vector. Over at most 8 vectors' worth of input
   // channels the GEMM over the pixels is the default; over more, the channel-blocked path.
   // At 7x7 the last block of pixels must be a power of two of them: 49 = 3 x 16 + 1 in AVX2's
-  // blocks of 2 vectors, but 49 of AVX-512's 64 (channel-blocked). Where the whole blocks share
-  // the cores evenly (12 of AVX2's at 14x14 on 2 cores) the pixels' panels are packed and any
-  // reduction runs over the pixels.
+  // blocks of 2 vectors, but 49 of AVX-512's 64 (channel-blocked). A wide layer (256 input
+  // channels of 16 pixels fill 16 KB, 128 output channels) whose whole blocks share the cores
+  // evenly (12 of AVX2's at 14x14 on 2 cores) packs its pixels' panels, the reduction over the
+  // pixels however long.
   Target t = Target::host();
   t.num_cores = 2;
   int64_t lanes = t.vector_bytes / 4, block = t.vector_registers * 3 / 4 / 6 * lanes;
-  for (auto [C, H] : std::vector<std::pair<int64_t, int64_t>>{{4 * lanes, 14}, {9 * lanes, 14}, {4 * lanes, 7}}) {
-    Tensor X = placeholder({1, C, H, H}, float32, "X"), W = placeholder({40, C, 1, 1}, float32, "W");
+  struct Case {
+    int64_t C, H, K;
+  };
+  for (Case c : {Case{4 * lanes, 14, 40}, Case{9 * lanes, 14, 40}, Case{4 * lanes, 7, 40}, Case{256, 14, 128}}) {
+    auto [C, H, K] = c;
+    Tensor X = placeholder({1, C, H, H}, float32, "X"), W = placeholder({K, C, 1, 1}, float32, "W");
     Tensor Y = ops::conv2d_nchw(X, W, {});
     Schedule s = ops::default_schedule({Y}, t, {W});
     std::string cpp = s.to_cpp();
     bool pixels = cpp.find("cache_write") == std::string::npos;
     int64_t last = H * H % block, blocks = H * H / block;
-    bool packed = blocks >= 2 && t.shares_evenly(blocks);
+    bool packed = C * block * 4 >= (16 << 10) && K >= 120 && blocks >= 2 && t.shares_evenly(blocks);
+    if (lanes == 8) EXPECT_EQ(packed, C == 256) << C;  // AVX2: the wide case packs
     EXPECT_EQ(pixels, packed || (C <= 8 * lanes && (last & (last - 1)) == 0)) << C << "@" << H << "\n" << cpp;
     EXPECT_EQ(cpp.find(R"(s.pack(s.tensor("X"), {s.tensor("conv")}, 2, )" + std::to_string(block) + ", 2);") !=
                   std::string::npos,
