@@ -645,7 +645,8 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
 // channels x 2 vectors with AVX2 (12 accumulators of 16 registers), x 4 with AVX-512 (24 of
 // 32). Of the AVX-512 blocks of 24, 6 x 4 ran ResNet-50's 56x56 1x1 layers at 340-400 GFLOP/s
 // (2 threads), 8 x 2 at 325-370 and 12 x 2 at 240-350.
-int64_t pixel_vectors(const Target& target) { return std::max<int64_t>(1, accumulators(target) / 6); }
+constexpr int64_t kPixelChannels = 6;  // output channels in a register block of schedule_conv_nchw_pixels
+int64_t pixel_vectors(const Target& target) { return std::max<int64_t>(1, accumulators(target) / kPixelChannels); }
 
 // A 1x1 convolution in NCHW whose pixels fuse into one axis (image_axes_fuse) as a GEMM,
 // accumulated in place: blocks of 6 output channels x pixel_vectors() of pixels in
@@ -662,7 +663,7 @@ int64_t pixel_vectors(const Target& target) { return std::max<int64_t>(1, accumu
 void schedule_conv_nchw_pixels(Schedule& s, const std::string& out, int lanes, bool pack, const Target& target) {
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, k, y, x, then the reduction
-  int64_t kb = 6, nv = pixel_vectors(target);
+  int64_t kb = kPixelChannels, nv = pixel_vectors(target);
   Axis p = o.fuse({axes[2], axes[3]});
   auto [ko, ki] = o.split(axes[1], kb);
   auto [po, pi] = o.split(p, nv * lanes);
@@ -694,8 +695,8 @@ void schedule_conv_nchw_pixels(Schedule& s, const std::string& out, int lanes, b
 bool packs_pixel_panels(const OperationNode* op, int lanes, const Target& target) {
   int64_t block = pixel_vectors(target) * lanes, blocks = op->shape[0] * (op->shape[2] * op->shape[3] / block);
   int64_t panel_bytes = reduction_steps(op) * block * op->dtype.bytes();
-  return image_axes_fuse(op) && panel_bytes >= (16 << 10) && op->shape[1] >= 20 * 6 && blocks >= target.num_cores &&
-         target.shares_evenly(blocks);
+  return image_axes_fuse(op) && panel_bytes >= (16 << 10) && op->shape[1] >= 20 * kPixelChannels &&
+         blocks >= target.num_cores && target.shares_evenly(blocks);
 }
 
 // Convolution in NCHW with the columns as the vector: each thread of the parallel loop

@@ -447,14 +447,15 @@ int64_t copied_extent(const StageState& src, const char* prim, int dim) {
   return src.op->shape[dim];
 }
 
-// A copy's read of src at `idx`, whose index `dim` may run past its extent (the short last
-// block of pack, the short phases of deinterleave): zeros there, and a clamped read that stays
-// in bounds.
-Expr read_or_zero(const StageState& src, std::vector<Expr> idx, int dim, bool may_overrun) {
-  if (!may_overrun) return TensorLoad::make(src.op, idx);
-  Expr x = idx[dim];
-  idx[dim] = min(x, make_int(src.op->shape[dim] - 1));
-  return select(x < make_int(src.op->shape[dim]), TensorLoad::make(src.op, idx), make_const(src.op->dtype, 0));
+// A copy's read of src at `idx`, whose index `dim` may run past its extent `n` (the short
+// last block of pack, the short phases of deinterleave): zeros there, and a clamped read that
+// stays in bounds. `to_source` maps idx to src's indices (pack's flattened dimensions).
+Expr read_or_zero(const StageState& src, std::vector<Expr> idx, int dim, int64_t n, bool may_overrun,
+                  const std::function<std::vector<Expr>(std::vector<Expr>)>& to_source = nullptr) {
+  Expr x = idx[size_t(dim)];
+  if (may_overrun) idx[size_t(dim)] = min(x, make_int(n - 1));
+  Expr read = TensorLoad::make(src.op, to_source ? to_source(idx) : idx);
+  return may_overrun ? select(x < make_int(n), read, make_const(src.op->dtype, 0)) : read;
 }
 
 // The blocked layout of pack and rewrite_layout: src[..., x_dim, ...] lives at
@@ -496,7 +497,7 @@ std::vector<int64_t> flattened_shape(const StageState& src, int dim, int dims) {
 }
 
 // The source's indices of flattened index `flat` (the dimensions dim .. dim + dims - 1 of
-// `shape`), and the reverse.
+// `shape`), and the reverse; both leave the indices as they are where dims is 1.
 std::vector<Expr> unflatten(const std::vector<int64_t>& shape, int dim, int dims, std::vector<Expr> idx) {
   Expr flat = idx[size_t(dim)];
   std::vector<Expr> parts(static_cast<size_t>(dims));
@@ -528,23 +529,13 @@ void do_pack(ScheduleState& st, const Step& step) {
   std::vector<Expr> v = vars_of(axes), idx;
   Expr x = v.front() * make_int(block) + v.back();
   for (int d = 0, k = 1; d < int(flat_shape.size()); ++d) idx.push_back(d == dim ? x : v[k++]);
-  bool short_block = flat_shape[size_t(dim)] % block != 0;
-  Expr body;
-  if (dims == 1) {
-    body = read_or_zero(src, idx, dim, short_block);
-  } else {
-    // Past the last element the flattened index reads its clamp (then zero), as read_or_zero does.
-    Expr f = idx[size_t(dim)];
-    idx[size_t(dim)] = short_block ? min(f, make_int(flat_shape[size_t(dim)] - 1)) : f;
-    body = TensorLoad::make(src.op, unflatten(shape, dim, dims, idx));
-    if (short_block) body = select(f < make_int(flat_shape[size_t(dim)]), body, make_const(src.op->dtype, 0));
-  }
+  int64_t n = flat_shape[size_t(dim)];
+  Expr body = read_or_zero(src, idx, dim, n, n % block != 0,
+                           [&](std::vector<Expr> i) { return unflatten(shape, dim, dims, std::move(i)); });
   Operation packed = make_compute_op(unique_stage_name(st, src.name + ".pack"), axes, body, "pack");
   IndexMap blocked = blocked_index(dim, block);
   insert_copy(st, step, "pack", src, packed, "global",
-              dims == 1 ? blocked : IndexMap([=](const std::vector<Expr>& i) {
-                return blocked(flatten(shape, dim, dims, i));
-              }));
+              [=](const std::vector<Expr>& i) { return blocked(flatten(shape, dim, dims, i)); });
 }
 
 // The phases of deinterleave: src[..., x_dim, ...] lives at copy[..., x_dim % factor,
@@ -564,7 +555,7 @@ void do_deinterleave(ScheduleState& st, const Step& step) {
   Expr x = v[dim + 1] * make_int(factor) + v[dim];
   idx.erase(idx.begin() + dim);
   idx[dim] = x;
-  Expr body = read_or_zero(src, idx, dim, n % factor != 0);
+  Expr body = read_or_zero(src, idx, dim, n, n % factor != 0);
   Operation copy = make_compute_op(unique_stage_name(st, src.name + ".deint"), axes, body, "deinterleave");
   insert_copy(st, step, "deinterleave", src, copy, "global", [dim, factor](const std::vector<Expr>& i) {
     std::vector<Expr> out = i;
