@@ -566,7 +566,7 @@ TEST(Steps, BadJsonIsAClearError) {
 
 // Each block of 16 columns prefetches the next block's panel of the rewritten B (24 rows of
 // 16 floats, 24 lines) while it runs, spread over its 40 x 24 iterations of (i, k): one line
-// each run of 32 of them.
+// each run of 32 of them. Without the rewrite, the rows of that panel.
 TEST(Primitives, PrefetchFetchesWhatTheNextIterationReads) {
   Mm m(40, 64, 24);
   Schedule s({m.C});
@@ -581,6 +581,17 @@ TEST(Primitives, PrefetchFetchesWhatTheNextIterationReads) {
   EXPECT_NE(build(s, {m.A, m.B, m.C}).llvm_ir().find("@llvm.prefetch"), std::string::npos);
   EXPECT_NE(s.to_cpp().find(R"(s["C"].prefetch(s.tensor("B"), "j.outer", 1);)"), std::string::npos) << s.to_cpp();
   m.check(Schedule::replay({m.C}, steps_from_json(steps_to_json(s.steps()))));
+
+  // B in place: a block of columns reads 24 rows of 16 floats a row (64 floats) apart, so the
+  // next block's 24 lines are fetched, not the 93 its rows span.
+  Schedule r({m.C});
+  auto [ro, ri] = r[m.C].split("j", 16);
+  r[m.C].reorder({ro, "i", "k", ri});
+  r[m.C].vectorize(ri);
+  r[m.C].prefetch(m.B, ro);
+  m.check(r);
+  ir = lower(r, {m.A, m.B, m.C}).str();
+  EXPECT_NE(ir.find("prefetch(B[(((j.outer*16) + ((((i*24) + k)/32)*64)) + 16)])"), std::string::npos) << ir;
 
   ref::expect_error([&] { s[m.C].prefetch(m.B, jo, 0); }, {"prefetch", "1 or more iterations ahead"});
   ref::expect_error([&] { s[m.C].prefetch(placeholder({2}, float32, "X"), jo); }, {"prefetch", "no tensor 'X'"});

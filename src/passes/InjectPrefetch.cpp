@@ -1,9 +1,13 @@
 // Software prefetch (Stage::prefetch). A loop marked `prefetch:<buffer>` with offset d
 // prefetches, while its iteration v runs, the cache lines of the buffer that iteration v + d
-// reads. The lines are spread over the iterations of the innermost serial loop around the
-// reads, one or a few each, so that the fetches overlap the computation instead of queueing
-// at the start of the iteration (a core tracks only 10-20 misses at a time).
+// reads: one ascending range, or rows of one a fixed stride apart (a block of an NCHW image's
+// pixels in every channel's plane), whose lines no hardware prefetcher follows. The lines are
+// spread over the iterations of the serial loops of the busiest nest inside, one or a few
+// each, so that the fetches overlap the computation instead of queueing at the start of the
+// iteration (a core tracks only 10-20 misses at a time).
 #include <algorithm>
+#include <functional>
+#include <optional>
 
 #include "ir/IRMutator.h"
 #include "ir/IRVisitor.h"
@@ -16,7 +20,9 @@ namespace {
 
 constexpr int64_t kLineBytes = 64;
 
-// The reads of one buffer under a loop, each with the loops around it below that loop.
+// The reads of one buffer under a loop, each with the loops around it below that loop. A
+// gather (a vector index other than a ramp, as in the guarded tail of a block of pixels across
+// the ends of rows) is only counted: its lanes need not ascend, and a prefetch is only a hint.
 struct Read {
   Expr index;
   std::vector<const For*> loops;
@@ -26,6 +32,7 @@ class ReadFinder : public IRVisitor {
  public:
   explicit ReadFinder(std::string buffer) : buffer_(std::move(buffer)) {}
   std::vector<Read> reads;
+  int gathers = 0;
   Var var;  // the buffer
   DType type;
 
@@ -36,7 +43,9 @@ class ReadFinder : public IRVisitor {
     loops_.pop_back();
   }
   void visit_node(const Load* op, const Expr& e) override {
-    if (op->buffer.name() == buffer_) {
+    bool gather = op->index.dtype().is_vector() && !op->index.as<Ramp>() && !op->index.as<Broadcast>();
+    if (op->buffer.name() == buffer_ && gather) ++gathers;
+    if (op->buffer.name() == buffer_ && !gather) {
       reads.push_back({op->index, loops_});
       var = op->buffer, type = op->type.element_of();
     }
@@ -77,6 +86,55 @@ class Replace : public IRMutator {
   Stmt to_;
 };
 
+// Iterations of the innermost statements under s (a loop of unknown extent counts once).
+double work(const Stmt& s) {
+  if (const For* f = s.as<For>()) {
+    int64_t e = 1;
+    return (is_const_int(f->extent, &e) ? double(std::max<int64_t>(e, 1)) : 1.0) * work(f->body);
+  }
+  if (const Block* b = s.as<Block>()) {
+    double n = 0;
+    for (auto& p : b->stmts) n += work(p);
+    return n;
+  }
+  if (const AttrStmt* a = s.as<AttrStmt>()) return work(a->body);
+  if (const LetStmt* l = s.as<LetStmt>()) return work(l->body);
+  if (const Allocate* a = s.as<Allocate>()) return work(a->body);
+  if (const IfThenElse* c = s.as<IfThenElse>()) return work(c->then_case);
+  return 1;
+}
+
+// The serial loops, outermost first, of the nest under s that does the most work: where the
+// marked loop packs its input first, the fetches go into the computation after the packing.
+std::vector<const For*> busiest_nest(Stmt s) {
+  std::vector<const For*> nest;
+  for (;;) {
+    if (const For* f = s.as<For>()) {
+      if (f->for_kind != ForKind::Serial) break;
+      nest.push_back(f), s = f->body;
+    } else if (const Block* b = s.as<Block>()) {
+      s = *std::max_element(b->stmts.begin(), b->stmts.end(),
+                            [](const Stmt& x, const Stmt& y) { return work(x) < work(y); });
+    } else if (const AttrStmt* a = s.as<AttrStmt>()) {
+      s = a->body;
+    } else if (const LetStmt* l = s.as<LetStmt>()) {
+      s = l->body;
+    } else if (const Allocate* a = s.as<Allocate>()) {
+      s = a->body;
+    } else {
+      break;
+    }
+  }
+  return nest;
+}
+
+// What one iteration of the marked loop reads: `rows` ranges of `elements` from `start` on
+// (a function of the loop's variable), each `stride` after the one before.
+struct Footprint {
+  Expr start;
+  int64_t elements = 0, rows = 1, stride = 0;
+};
+
 class Injector : public IRMutator {
  protected:
   Stmt visit(const For* op, const Stmt& s) override {
@@ -109,30 +167,67 @@ class Injector : public IRMutator {
     if (!loop || loop->var.name() != name) return body;
     ReadFinder finder(buffer);
     finder.visit(loop->body);
-    TESSEL_USER_CHECK(!finder.reads.empty(), "prefetch at loop '", name, "': nothing inside it reads '", buffer, "'");
-    auto [start, elements] = iteration_range(loop, finder, buffer);
+    TESSEL_USER_CHECK(!finder.reads.empty() || finder.gathers, "prefetch at loop '", name, "': nothing inside it reads '",
+                      buffer, "'");
+    if (finder.reads.empty()) return body;
     int64_t line_elems = std::max<int64_t>(1, kLineBytes / finder.type.bytes());
+    Footprint range = footprint(loop, finder, buffer, line_elems);
     // A range that does not start a line (buffers start at one) ends in one line more.
-    int64_t lines = (elements * finder.type.bytes() + kLineBytes - 1) / kLineBytes +
-                    (known_multiple(start, line_elems) ? 0 : 1);
-    Expr ahead = simplify(substitute(start, loop->var, Expr(loop->var) + make_int(offset)));
-    return spread(body, loop, finder, ahead, lines, line_elems);
+    int64_t row_lines = (range.elements * finder.type.bytes() + kLineBytes - 1) / kLineBytes +
+                        (known_multiple(range.start, line_elems) && range.stride % line_elems == 0 ? 0 : 1);
+    Expr ahead = simplify(substitute(range.start, loop->var, Expr(loop->var) + make_int(offset)));
+    auto address = [&](const Expr& line) {
+      if (range.rows == 1) return ahead + line * make_int(line_elems);
+      if (row_lines == 1) return ahead + line * make_int(range.stride);
+      Expr row = line / make_int(row_lines);
+      return ahead + row * make_int(range.stride) + (line - row * make_int(row_lines)) * make_int(line_elems);
+    };
+    return spread(body, loop, finder, address, range.rows * row_lines);
+  }
+
+  // The range one iteration of `loop` reads, or where that is sparse, the rows of one loop
+  // inside whose iterations read ranges a fixed stride apart that do not overlap.
+  Footprint footprint(const For* loop, const ReadFinder& finder, const std::string& buffer, int64_t line_elems) {
+    Footprint best = *iteration_range(loop, finder, buffer, nullptr);
+    auto lines = [&](const Footprint& f) { return f.rows * ((f.elements + line_elems - 1) / line_elems + 1); };
+    for (const For* f : finder.reads[0].loops) {
+      int64_t extent = 0;
+      bool everywhere = std::all_of(finder.reads.begin(), finder.reads.end(), [&](const Read& r) {
+        return std::find(r.loops.begin(), r.loops.end(), f) != r.loops.end();
+      });
+      if (!everywhere || !is_const_int(simplify(f->extent), &extent) || extent < 2) continue;
+      std::optional<Footprint> found = iteration_range(loop, finder, buffer, f);
+      if (!found) continue;
+      Footprint row = *found;
+      auto at = [&](int64_t i) { return simplify(substitute(row.start, f->var, f->min + make_int(i))); };
+      int64_t stride = 0, span = 0;
+      if (!is_const_int(simplify(at(1) - at(0)), &stride) || !is_const_int(simplify(at(extent - 1) - at(0)), &span) ||
+          stride < row.elements || span != stride * (extent - 1))
+        continue;
+      row.start = at(0), row.rows = extent, row.stride = stride;
+      if (lines(row) < lines(best)) best = row;
+    }
+    return best;
   }
 
   // The first element one iteration of `loop` reads, as a function of its variable, and how
   // many elements from there it reads: found at iterations 0 and 1, with every loop inside
-  // at its full range and every loop outside at 0.
-  std::pair<Expr, int64_t> iteration_range(const For* loop, const ReadFinder& finder, const std::string& buffer) {
+  // at its full range (but `fixed`, left a variable in the start and at its first iteration
+  // in the range) and every loop outside at 0.
+  // Where `fixed` is given and the reads do not fit that shape, nothing.
+  std::optional<Footprint> iteration_range(const For* loop, const ReadFinder& finder, const std::string& buffer,
+                                           const For* fixed) {
     const std::string& name = loop->var.name();
     BoundsMap inner;
     for (auto& r : finder.reads)
       for (const For* f : r.loops) {
         int64_t mn = constant(f->min, "start", name), ext = constant(f->extent, "extent", name);
-        inner[f->var.get()] = {mn, mn + ext - 1};
+        inner[f->var.get()] = {mn, f == fixed ? mn : mn + ext - 1};
       }
     auto at_iteration = [&](const Expr& e, int64_t p) {
       VarMap point{{loop->var.get(), make_int(p)}};
       for (auto& v : outer_) point[v.get()] = make_int(0);
+      if (fixed) point[fixed->var.get()] = fixed->min;
       return simplify(substitute(e, point));
     };
     int64_t lo[2], hi[2];
@@ -142,42 +237,39 @@ class Injector : public IRMutator {
       for (auto& r : finder.reads) {
         ConstInterval a = const_bounds(at_iteration(first_lane(r.index), p), inner);
         ConstInterval b = const_bounds(at_iteration(last_lane(r.index), p), inner);
+        if (fixed && !(a.bounded() && b.bounded())) return std::nullopt;
         TESSEL_USER_CHECK(a.bounded() && b.bounded(), "prefetch at loop '", name, "': the range of '", buffer,
                           "' that an iteration reads is not known (an index depends on a value computed inside)");
         if (p == 0 && std::min(a.min, b.min) < lo[0]) {
           VarMap at_min;
-          for (const For* f : r.loops) at_min[f->var.get()] = f->min;
+          for (const For* f : r.loops)
+            if (f != fixed) at_min[f->var.get()] = f->min;
           start = simplify(substitute(first_lane(r.index), at_min));
         }
         lo[p] = std::min({lo[p], a.min, b.min}), hi[p] = std::max({hi[p], a.max, b.max});
       }
     }
-    // The prefetched range starts where the iteration's first read does, so it must be its lowest.
-    for (int p = 0; p < 2; ++p) {
-      int64_t first = 0;
-      TESSEL_USER_CHECK(is_const_int(at_iteration(start, p), &first) && first == lo[p], "prefetch at loop '", name,
-                        "': the reads of '", buffer, "' in one iteration do not start at its first read; prefetch "
-                        "a loop whose iterations read one ascending range each");
-    }
-    return {start, std::max(hi[0] - lo[0], hi[1] - lo[1]) + 1};
+    // The prefetched range starts a fixed distance from the iteration's first read (at no
+    // distance where that read is the lowest; a guarded tail's wrapped columns read lower).
+    int64_t first[2] = {0, 0};
+    bool moves_with_it = is_const_int(at_iteration(start, 0), &first[0]) &&
+                         is_const_int(at_iteration(start, 1), &first[1]) && lo[0] - first[0] == lo[1] - first[1];
+    if (fixed && !moves_with_it) return std::nullopt;
+    TESSEL_USER_CHECK(moves_with_it, "prefetch at loop '", name, "': the reads of '", buffer, "' in one iteration "
+                      "do not move with its first read; prefetch a loop whose iterations read one ascending range each");
+    start = simplify(start + make_int(lo[0] - first[0]));
+    return Footprint{start, std::max(hi[0] - lo[0], hi[1] - lo[1]) + 1};
   }
 
-  // Prefetches of `lines` lines from `ahead` on, spread over the iterations of the innermost
-  // serial loop around every read, counted through the loops above it.
-  Stmt spread(const Stmt& body, const For* loop, const ReadFinder& finder, const Expr& ahead, int64_t lines,
-              int64_t line_elems) {
+  // Prefetches of `lines` lines (the address of each given), spread over the iterations of the
+  // serial loops of the busiest nest inside `loop`, counted through the loops above.
+  Stmt spread(const Stmt& body, const For* loop, const ReadFinder& finder,
+              const std::function<Expr(const Expr&)>& address, int64_t lines) {
     const std::string& name = loop->var.name();
-    std::vector<const For*> common = finder.reads[0].loops;
-    for (auto& r : finder.reads) {
-      size_t n = 0;
-      while (n < common.size() && n < r.loops.size() && common[n] == r.loops[n]) ++n;
-      common.resize(n);
-    }
-    while (!common.empty() && common.back()->for_kind != ForKind::Serial) common.pop_back();
     Expr iter = make_int(0);
     int64_t count = 1;
     const For* at = loop;  // the prefetches go first in its body
-    for (const For* f : common) {
+    for (const For* f : busiest_nest(loop->body)) {
       int64_t ext = constant(f->extent, "extent", name);
       if (count * ext * lines >= (int64_t(1) << 30)) break;  // the line numbers stay within int32
       iter = iter * make_int(ext) + (Expr(f->var) - f->min), count *= ext, at = f;
@@ -188,7 +280,7 @@ class Injector : public IRMutator {
     while (count >> (shift + 1) >= lines) ++shift;
     Expr first_line = shift ? iter / make_int(int64_t(1) << shift) : iter * make_int(per);
     auto fetch = [&](const Expr& line) {
-      Expr addr = simplify(ahead + line * make_int(line_elems));
+      Expr addr = simplify(address(line));
       return Evaluate::make(Call::make(int32, Intrinsic::Prefetch, {Load::make(finder.type, finder.var, addr)}));
     };
     Stmt pf;
