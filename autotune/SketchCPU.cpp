@@ -156,12 +156,10 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
   };
   std::vector<Pack> packs;
   // Stages over fused pixels whose input's pixel panels may be packed (drawn last), in blocks
-  // of `block` pixels, inside their outermost tile loops at `at` (the parallel loop, where
-  // `parallel` holds: the tiles of pixels, with all their channels, outermost).
+  // of `block` pixels, inside their outermost tile loops at `at`.
   struct Panel {
     std::string reader, at;
     int64_t block;
-    bool parallel;
   };
   std::vector<Panel> panels;
   int lanes = this->lanes();
@@ -417,8 +415,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       prefetch_weights(m, par, rewritten);
       pack_at = unfused(m, pack_at, par);
       // (not a subsampled copy's: its rows and columns are not adjacent dimensions)
-      if (fuse_image && op->inputs()[0]->shape.size() == op->shape.size())
-        panels.push_back({m, pack_at, sf[v][2], pack_at == par});
+      if (fuse_image && op->inputs()[0]->shape.size() == op->shape.size()) panels.push_back({m, pack_at, sf[v][2]});
     }
     for (auto& p : packs)  // a pack of this stage may go inside its outermost tile loops
       if (p.reader == m && p.at.empty()) p.at = pack_at;
@@ -558,21 +555,14 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
     if (!p.at.empty() && tr.choice(2) == 1) s[p.packed].compute_at(s[p.reader], p.at);
   // Fused pixels read in place or from their input packed in blocks of the register block's
   // pixels, each block's panel contiguous (see ops::schedule_conv_nchw_pixels), packed at the
-  // root or inside the outermost tile loops, there with the next tile's panel prefetched or
-  // not. Drawn after all the decisions above.
+  // root or inside the outermost tile loops. Drawn after all the decisions above.
   for (auto& p : panels) {
     if (tr.choice(2) == 0) continue;
     Tensor input(s.state().stage(p.reader).op->inputs()[0]);
     int dims = 2, dim = int(input.shape().size()) - dims;
     std::string packed = s.pack(input, {s.tensor(p.reader)}, dim, p.block, dims).name();
     simple_root(packed, true);
-    if (tr.choice(2) == 0) continue;
-    s[packed].compute_at(s[p.reader], p.at);
-    // Packed per tile of pixels, the next tile's panel may be prefetched while this one
-    // computes: its rows lie a channel's plane apart, where no hardware prefetcher follows
-    // them (ResNet-50's 256->128 at 56x56 ran 6% faster, its 14x14 layers 10-15% slower, so
-    // the search decides).
-    if (p.parallel && tr.choice(2) == 1) s[p.reader].prefetch(input, Axis(p.at));
+    if (tr.choice(2) == 1) s[packed].compute_at(s[p.reader], p.at);
   }
   return tr.candidate(s);
 }

@@ -258,6 +258,35 @@ TEST(Primitives, PackBlocksTrailingDimensionsAsOne) {
   EXPECT_NE(s.to_cpp().find(R"(s.pack(s.tensor("X"), {s.tensor("Y")}, 2, 16, 2);)"), std::string::npos) << s.to_cpp();
 }
 
+// Each block of 16 pixels packs its panel (7 channels' rows, a plane of 32 pixels apart) and
+// prefetches the next block's 7 lines, spread over the computation (j, c), not the packing.
+TEST(Primitives, PrefetchOfAPackedPanelFetchesItsRowsDuringTheComputation) {
+  Tensor X = placeholder({2, 7, 4, 8}, float32, "X"), W = placeholder({3, 7}, float32, "W");
+  IterVar c = reduce_axis(7, "c");
+  Tensor Y = compute({2, 3, 4, 8}, [&](Var n, Var k, Var y, Var x) { return sum(W(k, c) * X(n, c, y, x), {c}); }, "Y");
+  Schedule plain({Y});
+  Buffer x = ref::random(X.shape(), 5), w = ref::random(W.shape(), 6);
+  Buffer want = ref::run(plain, {X, W, Y}, {x, w})[0];
+  Schedule s({Y});
+  Tensor XP = s.pack(X, {Y}, 2, 16, 2);
+  Stage y = s[Y];
+  auto [po, pi] = y.split(y.fuse({"k", "l"}), 16);
+  y.reorder({"i", po, "j", "c", pi});
+  Axis blocks = y.fuse({"i", po});
+  y.parallel(blocks);
+  s[XP].compute_at(y, blocks);
+  s[XP].vectorize(s[XP].leaf_axes().back());
+  y.vectorize(pi);
+  y.prefetch(X, blocks);
+  ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], want);
+  std::string ir = lower(s, {X, W, Y}).str();
+  // the next block (fused + 1), one row of 16 floats every other (j, c) iteration
+  size_t at = ir.find("prefetch(X[(((((i.k.l.fused.outer.fused + 1)/2)*224) + (((i.k.l.fused.outer.fused + 1) % 2)*16)) + "
+                      "((((j*7) + c)/2)*32))])");
+  EXPECT_NE(at, std::string::npos) << ir;
+  EXPECT_GT(at, ir.find("for (c, 0, 7)")) << ir;
+}
+
 // A stride-2 read of columns: every other element of A's rows, three taps, vectorized along
 // the output's columns. De-interleaved, each tap reads one phase of the row contiguously.
 TEST(Primitives, DeinterleaveSplitsADimensionIntoPhases) {

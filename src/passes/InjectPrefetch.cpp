@@ -133,6 +133,12 @@ std::vector<const For*> busiest_nest(Stmt s) {
 struct Footprint {
   Expr start;
   int64_t elements = 0, rows = 1, stride = 0;
+
+  // A range that does not start a line (buffers start at one) ends in one line more.
+  int64_t row_lines(int64_t line_elems) const {
+    bool aligned = known_multiple(start, line_elems) && stride % line_elems == 0;
+    return (elements + line_elems - 1) / line_elems + (aligned ? 0 : 1);
+  }
 };
 
 class Injector : public IRMutator {
@@ -172,9 +178,7 @@ class Injector : public IRMutator {
     if (finder.reads.empty()) return body;
     int64_t line_elems = std::max<int64_t>(1, kLineBytes / finder.type.bytes());
     Footprint range = footprint(loop, finder, buffer, line_elems);
-    // A range that does not start a line (buffers start at one) ends in one line more.
-    int64_t row_lines = (range.elements * finder.type.bytes() + kLineBytes - 1) / kLineBytes +
-                        (known_multiple(range.start, line_elems) && range.stride % line_elems == 0 ? 0 : 1);
+    int64_t row_lines = range.row_lines(line_elems);
     Expr ahead = simplify(substitute(range.start, loop->var, Expr(loop->var) + make_int(offset)));
     auto address = [&](const Expr& line) {
       if (range.rows == 1) return ahead + line * make_int(line_elems);
@@ -189,7 +193,7 @@ class Injector : public IRMutator {
   // inside whose iterations read ranges a fixed stride apart that do not overlap.
   Footprint footprint(const For* loop, const ReadFinder& finder, const std::string& buffer, int64_t line_elems) {
     Footprint best = *iteration_range(loop, finder, buffer, nullptr);
-    auto lines = [&](const Footprint& f) { return f.rows * ((f.elements + line_elems - 1) / line_elems + 1); };
+    auto lines = [&](const Footprint& f) { return f.rows * f.row_lines(line_elems); };
     for (const For* f : finder.reads[0].loops) {
       int64_t extent = 0;
       bool everywhere = std::all_of(finder.reads.begin(), finder.reads.end(), [&](const Read& r) {
