@@ -281,8 +281,8 @@ TEST(Primitives, PrefetchOfAPackedPanelFetchesItsRowsDuringTheComputation) {
   ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], want);
   std::string ir = lower(s, {X, W, Y}).str();
   // the next block (fused + 1), one row of 16 floats every other (j, c) iteration
-  size_t at = ir.find("prefetch(X[(((((i.k.l.fused.outer.fused + 1)/2)*224) + (((i.k.l.fused.outer.fused + 1) % 2)*16)) + "
-                      "((((j*7) + c)/2)*32))])");
+  size_t at = ir.find("prefetch(X[(((((i.k.l.fused.outer.fused + 1)/2)*224) + "
+                      "(((i.k.l.fused.outer.fused + 1) % 2)*16)) + ((((j*7) + c)/2)*32))])");
   EXPECT_NE(at, std::string::npos) << ir;
   EXPECT_GT(at, ir.find("for (c, 0, 7)")) << ir;
 }

@@ -173,8 +173,8 @@ class Injector : public IRMutator {
     if (!loop || loop->var.name() != name) return body;
     ReadFinder finder(buffer);
     finder.visit(loop->body);
-    TESSEL_USER_CHECK(!finder.reads.empty() || finder.gathers, "prefetch at loop '", name, "': nothing inside it reads '",
-                      buffer, "'");
+    TESSEL_USER_CHECK(!finder.reads.empty() || finder.gathers, "prefetch at loop '", name,
+                      "': nothing inside it reads '", buffer, "'");
     if (finder.reads.empty()) return body;
     int64_t line_elems = std::max<int64_t>(1, kLineBytes / finder.type.bytes());
     Footprint range = footprint(loop, finder, buffer, line_elems);
@@ -259,8 +259,9 @@ class Injector : public IRMutator {
     bool moves_with_it = is_const_int(at_iteration(start, 0), &first[0]) &&
                          is_const_int(at_iteration(start, 1), &first[1]) && lo[0] - first[0] == lo[1] - first[1];
     if (fixed && !moves_with_it) return std::nullopt;
-    TESSEL_USER_CHECK(moves_with_it, "prefetch at loop '", name, "': the reads of '", buffer, "' in one iteration "
-                      "do not move with its first read; prefetch a loop whose iterations read one ascending range each");
+    TESSEL_USER_CHECK(moves_with_it, "prefetch at loop '", name, "': the reads of '", buffer,
+                      "' in one iteration do not move with its first read; prefetch a loop whose iterations read "
+                      "one ascending range each");
     start = simplify(start + make_int(lo[0] - first[0]));
     return Footprint{start, std::max(hi[0] - lo[0], hi[1] - lo[1]) + 1};
   }
