@@ -222,15 +222,41 @@ TEST(Primitives, PackCutsADimensionIntoBlocks) {
   }
 }
 
+// A 1x1 convolution in NCHW (7 channels in, 3 out, batch 2) over h x w pixels, scheduled as
+// a GEMM over blocks of 16 pixels (with the batch, the parallel loop `blocks`), each block
+// packing its panel of X (pack over the two image dimensions) where its loop runs.
+struct PackedPixelBlocks {
+  Tensor X, W, Y;
+  Schedule s;
+  Tensor XP;
+  Axis blocks;
+  PackedPixelBlocks(int64_t h, int64_t w)
+      : X(placeholder({2, 7, h, w}, float32, "X")), W(placeholder({3, 7}, float32, "W")), Y(conv(X, W)), s({Y}) {
+    XP = s.pack(X, {Y}, 2, 16, 2);
+    Stage y = s[Y];
+    auto [po, pi] = y.split(y.fuse({"k", "l"}), 16);  // y, x
+    y.reorder({"i", po, "j", "c", pi});
+    blocks = y.fuse({"i", po});
+    y.parallel(blocks);
+    s[XP].compute_at(y, blocks);
+    s[XP].vectorize(s[XP].leaf_axes().back());
+    y.vectorize(pi);
+  }
+  static Tensor conv(const Tensor& X, const Tensor& W) {
+    IterVar c = reduce_axis(7, "c");
+    return compute({2, 3, X.shape()[2], X.shape()[3]},
+                   [&](Var n, Var k, Var y, Var x) { return sum(W(k, c) * X(n, c, y, x), {c}); }, "Y");
+  }
+};
+
 // pack over two dimensions blocks them as one: an NCHW image's pixels, flattened row-major,
 // in blocks of 16 that run across the ends of the 6-column rows (1x1 convolution as a GEMM
 // over the pixels). 5 x 6 = 30 pixels: the second block is short and zero-filled. Each block's
 // panel is packed where the block's loop runs; the step replays from its JSON.
 TEST(Primitives, PackBlocksTrailingDimensionsAsOne) {
-  Tensor X = placeholder({2, 7, 5, 6}, float32, "X"), W = placeholder({3, 7}, float32, "W");
-  IterVar c = reduce_axis(7, "c");
-  Tensor Y = compute({2, 3, 5, 6}, [&](Var n, Var k, Var y, Var x) { return sum(W(k, c) * X(n, c, y, x), {c}); }, "Y");
-  Buffer x = ref::random(X.shape(), 5), w = ref::random(W.shape(), 6), want(Y.shape(), float32);
+  PackedPixelBlocks b(5, 6);
+  EXPECT_EQ(b.XP.shape(), (std::vector<int64_t>{2, 2, 7, 16}));
+  Buffer x = ref::random(b.X.shape(), 5), w = ref::random(b.W.shape(), 6), want(b.Y.shape(), float32);
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t k = 0; k < 3; ++k)
       for (int64_t p = 0; p < 30; ++p) {
@@ -238,48 +264,26 @@ TEST(Primitives, PackBlocksTrailingDimensionsAsOne) {
         for (int64_t ci = 0; ci < 7; ++ci) acc += w.data<float>()[k * 7 + ci] * x.data<float>()[(n * 7 + ci) * 30 + p];
         want.data<float>()[(n * 3 + k) * 30 + p] = acc;
       }
-  Schedule s({Y});
-  Tensor XP = s.pack(X, {Y}, 2, 16, 2);
-  EXPECT_EQ(XP.shape(), (std::vector<int64_t>{2, 2, 7, 16}));
-  Stage y = s[Y];
-  Axis p = y.fuse({"k", "l"});  // y, x
-  auto [po, pi] = y.split(p, 16);
-  y.reorder({"i", po, "j", "c", pi});
-  Axis blocks = y.fuse({"i", po});
-  y.parallel(blocks);
-  s[XP].compute_at(y, blocks);
-  s[XP].vectorize(s[XP].leaf_axes().back());
-  y.vectorize(pi);
-  ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], want);
-  std::string ir = lower(s, {X, W, Y}).str();
+  std::vector<Tensor> args = {b.X, b.W, b.Y};
+  ref::expect_close(ref::run(b.s, args, {x, w})[0], want);
+  std::string ir = lower(b.s, args).str();
   EXPECT_NE(ir.find("X.pack[ramp((c*16), 1, 16)]"), std::string::npos) << ir;  // one contiguous vector a step
-  Schedule r = Schedule::replay({Y}, steps_from_json(steps_to_json(s.steps())));
-  ref::expect_close(ref::run(r, {X, W, Y}, {x, w})[0], want);
-  EXPECT_NE(s.to_cpp().find(R"(s.pack(s.tensor("X"), {s.tensor("Y")}, 2, 16, 2);)"), std::string::npos) << s.to_cpp();
+  Schedule r = Schedule::replay({b.Y}, steps_from_json(steps_to_json(b.s.steps())));
+  ref::expect_close(ref::run(r, args, {x, w})[0], want);
+  EXPECT_NE(b.s.to_cpp().find(R"(s.pack(s.tensor("X"), {s.tensor("Y")}, 2, 16, 2);)"), std::string::npos)
+      << b.s.to_cpp();
 }
 
 // Each block of 16 pixels packs its panel (7 channels' rows, a plane of 32 pixels apart) and
 // prefetches the next block's 7 lines, spread over the computation (j, c), not the packing.
 TEST(Primitives, PrefetchOfAPackedPanelFetchesItsRowsDuringTheComputation) {
-  Tensor X = placeholder({2, 7, 4, 8}, float32, "X"), W = placeholder({3, 7}, float32, "W");
-  IterVar c = reduce_axis(7, "c");
-  Tensor Y = compute({2, 3, 4, 8}, [&](Var n, Var k, Var y, Var x) { return sum(W(k, c) * X(n, c, y, x), {c}); }, "Y");
-  Schedule plain({Y});
-  Buffer x = ref::random(X.shape(), 5), w = ref::random(W.shape(), 6);
-  Buffer want = ref::run(plain, {X, W, Y}, {x, w})[0];
-  Schedule s({Y});
-  Tensor XP = s.pack(X, {Y}, 2, 16, 2);
-  Stage y = s[Y];
-  auto [po, pi] = y.split(y.fuse({"k", "l"}), 16);
-  y.reorder({"i", po, "j", "c", pi});
-  Axis blocks = y.fuse({"i", po});
-  y.parallel(blocks);
-  s[XP].compute_at(y, blocks);
-  s[XP].vectorize(s[XP].leaf_axes().back());
-  y.vectorize(pi);
-  y.prefetch(X, blocks);
-  ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], want);
-  std::string ir = lower(s, {X, W, Y}).str();
+  PackedPixelBlocks b(4, 8);
+  std::vector<Tensor> args = {b.X, b.W, b.Y};
+  Buffer x = ref::random(b.X.shape(), 5), w = ref::random(b.W.shape(), 6);
+  Buffer want = ref::run(Schedule({b.Y}), args, {x, w})[0];
+  b.s[b.Y].prefetch(b.X, b.blocks);
+  ref::expect_close(ref::run(b.s, args, {x, w})[0], want);
+  std::string ir = lower(b.s, args).str();
   // the next block (fused + 1), one row of 16 floats every other (j, c) iteration
   size_t at = ir.find("prefetch(X[(((((i.k.l.fused.outer.fused + 1)/2)*224) + "
                       "(((i.k.l.fused.outer.fused + 1) % 2)*16)) + ((((j*7) + c)/2)*32))])");
