@@ -43,11 +43,13 @@ class ReadFinder : public IRVisitor {
     loops_.pop_back();
   }
   void visit_node(const Load* op, const Expr& e) override {
-    bool gather = op->index.dtype().is_vector() && !op->index.as<Ramp>() && !op->index.as<Broadcast>();
-    if (op->buffer.name() == buffer_ && gather) ++gathers;
-    if (op->buffer.name() == buffer_ && !gather) {
-      reads.push_back({op->index, loops_});
-      var = op->buffer, type = op->type.element_of();
+    if (op->buffer.name() == buffer_) {
+      if (op->index.dtype().is_vector() && !op->index.as<Ramp>() && !op->index.as<Broadcast>()) {
+        ++gathers;
+      } else {
+        reads.push_back({op->index, loops_});
+        var = op->buffer, type = op->type.element_of();
+      }
     }
     IRVisitor::visit_node(op, e);
   }
@@ -86,6 +88,14 @@ class Replace : public IRMutator {
   Stmt to_;
 };
 
+// The statement that an annotation, a let or an allocation wraps (none for others).
+Stmt wrapped(const Stmt& s) {
+  if (const AttrStmt* a = s.as<AttrStmt>()) return a->body;
+  if (const LetStmt* l = s.as<LetStmt>()) return l->body;
+  if (const Allocate* a = s.as<Allocate>()) return a->body;
+  return Stmt();
+}
+
 // Iterations of the innermost statements under s (a loop of unknown extent counts once).
 double work(const Stmt& s) {
   if (const For* f = s.as<For>()) {
@@ -97,11 +107,9 @@ double work(const Stmt& s) {
     for (auto& p : b->stmts) n += work(p);
     return n;
   }
-  if (const AttrStmt* a = s.as<AttrStmt>()) return work(a->body);
-  if (const LetStmt* l = s.as<LetStmt>()) return work(l->body);
-  if (const Allocate* a = s.as<Allocate>()) return work(a->body);
   if (const IfThenElse* c = s.as<IfThenElse>()) return work(c->then_case);
-  return 1;
+  Stmt inner = wrapped(s);
+  return inner.defined() ? work(inner) : 1;
 }
 
 // The serial loops, outermost first, of the nest under s that does the most work: where the
@@ -113,14 +121,11 @@ std::vector<const For*> busiest_nest(Stmt s) {
       if (f->for_kind != ForKind::Serial) break;
       nest.push_back(f), s = f->body;
     } else if (const Block* b = s.as<Block>()) {
-      s = *std::max_element(b->stmts.begin(), b->stmts.end(),
-                            [](const Stmt& x, const Stmt& y) { return work(x) < work(y); });
-    } else if (const AttrStmt* a = s.as<AttrStmt>()) {
-      s = a->body;
-    } else if (const LetStmt* l = s.as<LetStmt>()) {
-      s = l->body;
-    } else if (const Allocate* a = s.as<Allocate>()) {
-      s = a->body;
+      double most = -1;
+      for (auto& p : b->stmts)
+        if (double w = work(p); w > most) most = w, s = p;
+    } else if (Stmt inner = wrapped(s); inner.defined()) {
+      s = inner;
     } else {
       break;
     }
