@@ -414,8 +414,7 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       std::string par = parallel_outer(m, s0);
       prefetch_weights(m, par, rewritten);
       pack_at = unfused(m, pack_at, par);
-      // (not a subsampled copy's: its rows and columns are not adjacent dimensions)
-      if (fuse_image && op->inputs()[0]->shape.size() == op->shape.size()) panels.push_back({m, pack_at, sf[v][2]});
+      if (fuse_image) panels.push_back({m, pack_at, sf[v][2]});
     }
     for (auto& p : packs)  // a pack of this stage may go inside its outermost tile loops
       if (p.reader == m && p.at.empty()) p.at = pack_at;

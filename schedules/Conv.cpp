@@ -288,19 +288,18 @@ bool image_axes_fuse(const OperationNode* op) {
   return ok;
 }
 
-// The input of `stage` (its first) subsampled by `stride` (pixel_stride): de-interleaved by
-// the stride along the columns, then along the rows, the stage reading only the first phase
-// of each. A de-interleaved copy at the root holds only what its readers read (see
-// infer_bounds), so the copy is the [N][C][OH][OW] pixels the stage reads, contiguous: they
-// fuse into vectors as a stride-1 layer's do, and each reduction step reads one dense row
-// instead of every other element of two. ResNet-50's stride-2 1x1 layers (NCHW, AVX-512, 2
-// threads): 256->512 at 56x56 222 -> 300 GFLOP/s, 512->1024 at 28x28 240 -> 275, the copy
-// included. Returns the copy, the columns' de-interleave inlined into it.
+// The input of `stage` (its first) subsampled by `stride` (pixel_stride): every stride-th
+// column of every stride-th row, the [N][C][OH][OW] pixels the stage reads, contiguous. They
+// fuse into vectors as a stride-1 layer's do, each reduction step reading one dense row
+// instead of every other element of two, and may be packed into panels like them.
+// ResNet-50's stride-2 1x1 layers (NCHW, AVX-512, 2 threads): 256->512 at 56x56 222 -> 300
+// GFLOP/s, 512->1024 at 28x28 240 -> 275, the copy included. Returns the copy, the columns'
+// copy inlined into it.
 Tensor subsample_input(Schedule& s, const std::string& stage, int64_t stride) {
   Tensor x(op_of(s, stage)->inputs()[0]);
   int d = int(x.shape().size());
-  Tensor cols = s.deinterleave(x, {s.tensor(stage)}, d - 1, stride);
-  Tensor rows = s.deinterleave(cols, {s.tensor(stage)}, d - 2, stride);
+  Tensor cols = s.subsample(x, {s.tensor(stage)}, d - 1, stride);
+  Tensor rows = s.subsample(cols, {s.tensor(stage)}, d - 2, stride);
   s[cols].compute_inline();
   return rows;
 }

@@ -685,17 +685,19 @@ void schedule_conv_nchw_pixels(Schedule& s, const std::string& out, int lanes, b
   o.vectorize(pi);
 }
 
-// Whether schedule_conv_nchw_pixels packs the input panels of `op`, a 1x1 stride-1 NCHW
-// convolution: where a panel fills half of L1 or more (16 KB: 256 input channels of 16
-// pixels) and at least 20 blocks of output channels read it, and the whole blocks of pixels
-// share the cores evenly. A block's panel is packed once for all its channels, so the blocks
-// of pixels are the only parallel loop (ResNet-50's 7x7 layers, 3 blocks of 16 pixels on 2
-// cores, ran much slower). MobileNetV2's narrower layers (up to 576 channels in, 96 out) ran
-// 3-25% slower packed, most at 14x14, where the last, partial block of pixels runs alone.
+// Whether schedule_conv_nchw_pixels packs the input panels of `op`, a 1x1 NCHW convolution
+// whose pixels fuse (a strided one's in its subsampled copy): where a panel fills half of L1
+// or more (16 KB: 256 input channels of 16 pixels) and at least 20 blocks of output channels
+// read it, and the whole blocks of pixels share the cores evenly. A block's panel is packed
+// once for all its channels, so the blocks of pixels are the only parallel loop (ResNet-50's
+// 7x7 layers, 3 blocks of 16 pixels on 2 cores, ran much slower). MobileNetV2's narrower
+// layers (up to 576 channels in, 96 out) ran 3-25% slower packed, most at 14x14, where the
+// last, partial block of pixels runs alone. ResNet-50's stride-2 layers ran 512->1024 15%
+// and 256->512 6% faster packed than in place (AVX2, 2 threads).
 bool packs_pixel_panels(const OperationNode* op, int lanes, const Target& target) {
   int64_t block = pixel_vectors(target) * lanes, blocks = op->shape[0] * (op->shape[2] * op->shape[3] / block);
   int64_t panel_bytes = reduction_steps(op) * block * op->dtype.bytes();
-  return image_axes_fuse(op) && panel_bytes >= (16 << 10) && op->shape[1] >= 20 * kPixelChannels &&
+  return panel_bytes >= (16 << 10) && op->shape[1] >= 20 * kPixelChannels &&
          blocks >= target.num_cores && target.shares_evenly(blocks);
 }
 
@@ -1002,7 +1004,7 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       // GFLOP/s, 96->576 251 -> 334, 128->512 265 -> 311, 32->192 156 -> 180; at 192 input
       // channels no faster (192->64 320 -> 273, 192->576 equal).
       bool pixels_fuse = image_axes_fuse(op) || stride > 1;
-      bool pack = stride == 1 && packs_pixel_panels(op, lanes, target);
+      bool pack = pixels_fuse && packs_pixel_panels(op, lanes, target);
       if (layout == "NCHW" && !depthwise && !epilogue_of.count(name) && pixels_fuse &&
           (pack || whole_pixel_vectors(op->shape[2] * op->shape[3], pixel_vectors(target) * lanes, lanes,
                                        reduction_steps(op) <= 8 * lanes))) {

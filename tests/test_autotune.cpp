@@ -254,7 +254,11 @@ TEST(Autotune, OneByOneNchwConvolutionsMayTileTheirPixelsAsOneAxis) {
   ASSERT_EQ(subsampled.size(), 3u);
   expect_correct_with_mutants(strided_space, strided, subsampled);
   for (const Candidate& c : subsampled)
-    EXPECT_NE(c.key.find(R"(["deinterleave","X.deint",["conv"],2,2])"), std::string::npos) << c.key;
+    EXPECT_NE(c.key.find(R"(["subsample","X.sub",["conv"],2,2])"), std::string::npos) << c.key;
+  // The subsampled copy is dense, so its panels may be packed like a stride-1 layer's input.
+  auto packed = samples_with_step(strided_space, 5, R"(["pack","X.sub.sub",["conv"],2,)", 2, 400);
+  ASSERT_EQ(packed.size(), 2u);
+  expect_correct_with_mutants(strided_space, strided, packed);
   for (const char* shape : {"C=12,H=8,W=8,K=20,R=3,S=3,pad=1", "C=12,H=8,W=8,K=20,R=1,S=1,pad=1"})
     EXPECT_TRUE(samples_with_step(SearchSpace(make_workload("conv2d", parse_shape(shape)), t), 3,
                                   R"(["fuse","conv",["k","l"]])", 1, 100)

@@ -446,16 +446,28 @@ TEST(Ops, NchwDefaultBlocksFusedPixelsOfNarrowImagesWithAvx2) {
 TEST(Ops, NchwDefaultSubsamplesTheInputOfAStrided1x1Convolution) {
   // ResNet-50's downsampling layers, smaller: the pixels read at stride 2 are copied out once,
   // then fused into vectors (28x28 -> 14x14 output: whole vectors of pixels) or blocked by
-  // output channels (7x7 output); odd input sizes read their last row and column.
-  for (int64_t H : {28, 14, 13}) {
+  // output channels (7x7 output); odd input sizes read their last row and column. With 256
+  // input channels and 20 blocks of 6 output channels or more, each block of 16 pixels packs
+  // its panel from the copy (AVX2: 12 blocks share 2 cores evenly).
+  struct Case {
+    int64_t C, K, H;
+    bool packed;
+  };
+  for (Case c : {Case{32, 48, 28, false}, Case{32, 48, 14, false}, Case{32, 48, 13, false},
+                 Case{256, 128, 28, true}}) {
     ops::Conv2dParams p{2, 2, 0, 0, 1, 1, 1};
-    Tensor X = placeholder({1, 32, H, H}, float32, "X"), W = placeholder({48, 32, 1, 1}, float32, "W");
+    Tensor X = placeholder({1, c.C, c.H, c.H}, float32, "X"), W = placeholder({c.K, c.C, 1, 1}, float32, "W");
     Tensor Y = ops::conv2d_nchw(X, W, p);
     Buffer x = ref::random(X.shape(), 9), w = ref::random(W.shape(), 10);
     Buffer want = ref::conv2d_nchw(x, w, p);
-    Schedule rewritten = ops::default_schedule({Y}, Target::host(), {W});
+    Target avx2 = Target::parse("llvm -mcpu=znver3");
+    avx2.num_cores = 2;
+    Schedule rewritten = ops::default_schedule({Y}, c.packed ? avx2 : Target::host(), {W});
     std::string cpp = rewritten.to_cpp();
-    EXPECT_NE(cpp.find(R"(s.deinterleave(s.tensor("X.deint"), {s.tensor("conv")}, 2, 2);)"), std::string::npos) << cpp;
+    EXPECT_NE(cpp.find(R"(s.subsample(s.tensor("X.sub"), {s.tensor("conv")}, 2, 2);)"), std::string::npos) << cpp;
+    EXPECT_EQ(cpp.find(R"(s.pack(s.tensor("X.sub.sub"), {s.tensor("conv")}, 2, 16, 2);)") != std::string::npos,
+              c.packed)
+        << cpp;
     ref::expect_close(ref::run(rewritten, {X, W, Y}, {x, w})[0], want);
     ref::expect_close(run_default({X, W, Y}, {x, w})[0], want);
   }

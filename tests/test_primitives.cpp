@@ -355,6 +355,50 @@ TEST(Primitives, DeinterleavedCopyHoldsOnlyThePhasesItsReadersRead) {
   }
 }
 
+// A stride-2 1x1 convolution's read of every other row and column (its window's taps at 0),
+// subsampled along both: the copy is as dense as its reader's output, so its pixels, fused
+// across rows, can be packed into blocks of 8 (here 49 = 6 blocks and 1 pixel, zero-filled).
+// A read of other phases (a 3-tap stride-2 window) cannot be subsampled.
+TEST(Primitives, SubsampleCopiesEveryOtherRowAndColumnDensely) {
+  for (int64_t n : {14, 13}) {  // 13: the last row and column are read too
+    int64_t m = (n + 1) / 2;
+    Tensor A = placeholder({3, n, n}, float32, "A");
+    IterVar r = reduce_axis(1, "r");
+    Tensor B = compute({3, m, m}, [&](Var c, Var y, Var x) { return sum(A(c, y * 2 + r, x * 2) * float(2), {r}); },
+                       "B");
+    Buffer a = ref::random(A.shape(), 4), want(B.shape(), float32);
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t y = 0; y < m; ++y)
+        for (int64_t x = 0; x < m; ++x) want.set((c * m + y) * m + x, 2 * a.get((c * n + 2 * y) * n + 2 * x));
+    Schedule s({B});
+    Tensor cols = s.subsample(A, {B}, 2, 2);
+    Tensor rows = s.subsample(cols, {B}, 1, 2);
+    EXPECT_EQ(rows.name(), "A.sub.sub");
+    EXPECT_EQ(rows.shape(), (std::vector<int64_t>{3, m, m}));
+    s[cols].compute_inline();
+    Axis p = s[B].fuse({B.axis(1), B.axis(2)});
+    auto [po, pi] = s[B].split(p, 8);
+    s[B].reorder({po, B.axis(0), pi});
+    Tensor panel = s.pack(rows, {B}, 1, 8, 2);
+    s[panel].compute_at(s[B], po);
+    s[B].vectorize(pi);
+    ref::expect_close(ref::run(s, {A, B}, {a})[0], want);
+    std::string ir = lower(s, {A, B}).str();
+    EXPECT_NE(ir.find("A.sub.sub.pack[ramp("), std::string::npos) << ir;  // the panel is read in whole vectors
+    EXPECT_NE(s.to_cpp().find(R"(s.subsample(s.tensor("A.sub"), {s.tensor("B")}, 1, 2);)"), std::string::npos);
+    Schedule again = Schedule::replay({B}, steps_from_json(steps_to_json(s.steps())));
+    ref::expect_close(ref::run(again, {A, B}, {a})[0], want);
+  }
+  Tensor A = placeholder({4, 9}, float32, "A");
+  IterVar r = reduce_axis(3, "r");
+  Tensor B = compute({4, 4}, [&](Var i, Var j) { return sum(A(i, j * 2 + r), {r}); }, "B");
+  Schedule s({B});
+  ref::expect_error([&] { s.subsample(A, {B}, 1, 2); },
+                    {"subsample of 'A'", "stage 'B' reads dimension 1 at", "not always a multiple of 2", "deinterleave"});
+  EXPECT_THROW(s.subsample(A, {B}, 1, 1), Error);
+  EXPECT_THROW(s.subsample(A, {B}, 2, 2), Error);
+}
+
 // A matmul vectorized along j (B's last axis) with B's rows blocked, and a convolution
 // vectorized along its output channels (OIHW weights: k is the slowest index) with the
 // weights blocked by channel and the accumulator block stored channels innermost.

@@ -125,6 +125,12 @@ class Schedule {
   // columns) then reads one phase contiguously: vector loads instead of gathers or shuffles.
   // Returns X.deint (computed at the root unless scheduled otherwise).
   Tensor deinterleave(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t factor);
+  // subsample(X, {C}, 3, 2): readers C load X[..., x] from X.sub[..., x / 2], a copy of every
+  // other element of X along `dim`; each reader must read only those (x a multiple of 2: a
+  // stride-2 1x1 convolution's input columns). Unlike deinterleave, the copy is as dense as
+  // X, so it may be packed like any input. Returns X.sub (computed at the root unless
+  // scheduled otherwise).
+  Tensor subsample(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t factor);
   // rewrite_layout(W, 0, 8): every reader of the input W reads W.layout[k / 8, ..., k % 8]
   // for W[k, ...] instead, a copy of W blocked like pack() that the built Module prepares
   // once from the caller's W (Ansor's layout rewriting, for weights that stay constant

@@ -13,7 +13,8 @@
 //   ["storage_align", stage, axis, factor, offset]
 //   ["cache_read", tensor, scope, [readers...]]  ["cache_write", stage, scope]
 //   ["rfactor", stage, axis]
-//   ["pack", tensor, [readers...], dim, block]
+//   ["pack", tensor, [readers...], dim, block(, dims)]
+//   ["deinterleave"|"subsample", tensor, [readers...], dim, factor]
 //   ["rewrite_layout", input, dim, block]   ["reorder_storage", stage, [axes...]]
 #include <cstdint>
 #include <string>
@@ -25,16 +26,16 @@ struct Step {
   enum Kind {
     Split, SplitNParts, Fuse, Reorder, Vectorize, Unroll, Parallel, Bind, Pragma,
     ComputeAt, ComputeInline, ComputeRoot, StorageAlign, CacheRead, CacheWrite, RFactor, Pack,
-    RewriteLayout, ReorderStorage, Deinterleave, Prefetch
+    RewriteLayout, ReorderStorage, Deinterleave, Prefetch, Subsample
   };
   Kind kind = Split;
-  std::string stage;              // the stage acted on (the tensor read, for cache_read, pack and deinterleave)
+  std::string stage;              // the stage acted on (the tensor read, for cache_read and the copies)
   std::vector<std::string> axes;  // axes named by the step, in order
-  // factor / nparts / pragma value / align factor+offset / pack, rewrite_layout and deinterleave dim+block /
+  // factor / nparts / pragma value / align factor+offset / pack, rewrite_layout, deinterleave and subsample dim+block /
   // prefetch offset
   std::vector<int64_t> ints;
   std::string str;                // parent stage, thread tag, pragma key, scope or the tensor prefetched
-  std::vector<std::string> stages;  // the readers of cache_read, pack and deinterleave
+  std::vector<std::string> stages;  // the readers of cache_read and the copies
 
   std::string to_json() const;
   static Step from_json(const std::string& text);  // throws tessel::Error naming the problem

@@ -7,6 +7,9 @@
 #include <sstream>
 
 #include "ir/IRMutator.h"
+#include "ir/IRPrinter.h"
+#include "ir/IRVisitor.h"
+#include "ir/Simplify.h"
 #include "schedule/ScheduleState.h"
 
 namespace tessel {
@@ -565,6 +568,48 @@ void do_deinterleave(ScheduleState& st, const Step& step) {
   });
 }
 
+// Every factor-th element of src along `dim`: src[..., x_dim, ...] lives at
+// copy[..., x_dim / factor, ...]. Legal where each reader reads only those elements: its
+// index there a multiple of factor (its loops of one iteration at their start, as a 1x1
+// window's taps), as a stride-2 1x1 convolution reads its input's rows and columns.
+void do_subsample(ScheduleState& st, const Step& step) {
+  StageState& src = st.stage(step.stage);
+  int dim = int(step.ints.at(0));
+  int64_t factor = step.ints.at(1);
+  int64_t n = copied_extent(src, "subsample", dim);
+  TESSEL_USER_CHECK(factor >= 2 && factor <= n, "subsample of '", src.name, "': factor ", factor,
+                    " must be between 2 and the extent of dimension ", dim, " (", n, ")");
+  for (auto& r : step.stages) {
+    const int s = st.find_stage(r);
+    if (s < 0) continue;  // insert_copy names readers that do not exist
+    const OperationNode* rop = st.stages[size_t(s)].op.get();
+    VarMap unit;
+    for (auto* axes : {&rop->axis, &rop->reduce_axis})
+      for (auto& iv : *axes)
+        if (iv.extent() == 1) unit[iv.var().get()] = make_int(iv.min());
+    visit_exprs(rop->body, [&](const Expr& e) {
+      const TensorLoad* l = e.as<TensorLoad>();
+      if (!l || l->op.get() != src.op.get()) return;
+      Expr i = simplify(substitute(l->indices[size_t(dim)], unit));
+      TESSEL_USER_CHECK(is_zero(simplify(i % make_int(factor))), "subsample of '", src.name, "': stage '", r,
+                        "' reads dimension ", dim, " at ", to_string(i), ", not always a multiple of ", factor,
+                        "; use deinterleave to copy every phase");
+    });
+  }
+  std::vector<int64_t> shape = src.op->shape;
+  shape[size_t(dim)] = (n + factor - 1) / factor;
+  std::vector<IterVar> axes = data_axes(shape);
+  std::vector<Expr> idx = vars_of(axes);
+  idx[size_t(dim)] = idx[size_t(dim)] * make_int(factor);
+  Operation copy = make_compute_op(unique_stage_name(st, src.name + ".sub"), axes, TensorLoad::make(src.op, idx),
+                                   "subsample");
+  insert_copy(st, step, "subsample", src, copy, "global", [dim, factor](const std::vector<Expr>& i) {
+    std::vector<Expr> out = i;
+    out[size_t(dim)] = i[size_t(dim)] / make_int(factor);
+    return out;
+  });
+}
+
 // Every reader of an input reads a new input instead: the same data in the blocked layout,
 // prepared once outside the kernel (see LayoutRewrite).
 void do_rewrite_layout(ScheduleState& st, const Step& step) {
@@ -809,6 +854,7 @@ void apply_step(ScheduleState& st, const Step& step) {
     case Step::CacheRead: do_cache_read(st, step); break;
     case Step::Pack: do_pack(st, step); break;
     case Step::Deinterleave: do_deinterleave(st, step); break;
+    case Step::Subsample: do_subsample(st, step); break;
     case Step::RewriteLayout: do_rewrite_layout(st, step); break;
     case Step::ReorderStorage: do_reorder_storage(st, step); break;
     case Step::CacheWrite: do_cache_write(st, step); break;
@@ -877,6 +923,10 @@ Tensor Schedule::pack(const Tensor& t, const std::vector<Tensor>& readers, int d
 
 Tensor Schedule::deinterleave(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t factor) {
   return apply_copy(Step{Step::Deinterleave, t.name(), {}, {dim, factor}, "", {}}, readers);
+}
+
+Tensor Schedule::subsample(const Tensor& t, const std::vector<Tensor>& readers, int dim, int64_t factor) {
+  return apply_copy(Step{Step::Subsample, t.name(), {}, {dim, factor}, "", {}}, readers);
 }
 
 Tensor Schedule::rewrite_layout(const Tensor& t, int dim, int64_t block) {

@@ -21,7 +21,7 @@ constexpr KindName kKinds[] = {
     {Step::ComputeRoot, "compute_root"}, {Step::StorageAlign, "storage_align"},
     {Step::CacheRead, "cache_read"}, {Step::CacheWrite, "cache_write"}, {Step::RFactor, "rfactor"},
     {Step::Pack, "pack"}, {Step::RewriteLayout, "rewrite_layout"}, {Step::ReorderStorage, "reorder_storage"},
-    {Step::Deinterleave, "deinterleave"}, {Step::Prefetch, "prefetch"},
+    {Step::Deinterleave, "deinterleave"}, {Step::Prefetch, "prefetch"}, {Step::Subsample, "subsample"},
 };
 
 const char* kind_name(Step::Kind k) {
@@ -53,6 +53,7 @@ json to_j(const Step& s) {
     case Step::CacheWrite: j.push_back(s.str); break;
     case Step::Pack:
     case Step::Deinterleave:
+    case Step::Subsample:
       j.push_back(s.stages), j.push_back(s.ints.at(0)), j.push_back(s.ints.at(1));
       if (s.ints.size() > 2) j.push_back(s.ints[2]);  // pack's flattened dimensions, where more than one
       break;
@@ -122,7 +123,8 @@ Step from_j(const json& j) {
       s.stages = strs(2), s.ints = {num(3), num(4)};
       if (j.size() == 6) s.ints.push_back(num(5));
       break;
-    case Step::Deinterleave: need(5), s.stages = strs(2), s.ints = {num(3), num(4)}; break;
+    case Step::Deinterleave:
+    case Step::Subsample: need(5), s.stages = strs(2), s.ints = {num(3), num(4)}; break;
     case Step::RewriteLayout: need(4), s.ints = {num(2), num(3)}; break;
   }
   return s;
@@ -181,10 +183,11 @@ std::string Step::to_cpp(const std::string& v) const {
       return v + ".cache_read(" + v + ".tensor(" + quote(stage) + "), " + quote(str) + ", " + readers + "});";
     }
     case Pack:
-    case Deinterleave: {
+    case Deinterleave:
+    case Subsample: {
       std::string readers = "{";
       for (size_t i = 0; i < stages.size(); ++i) readers += (i ? ", " : "") + v + ".tensor(" + quote(stages[i]) + ")";
-      return v + (kind == Pack ? ".pack(" : ".deinterleave(") + v + ".tensor(" + quote(stage) + "), " + readers +
+      return v + "." + kind_name(kind) + "(" + v + ".tensor(" + quote(stage) + "), " + readers +
              "}, " + std::to_string(ints[0]) + ", " + std::to_string(ints[1]) +
              (ints.size() > 2 ? ", " + std::to_string(ints[2]) : "") + ");";
     }
