@@ -417,7 +417,7 @@ TEST(Ops, NchwDefaultBlocksFusedPixelsOfNarrowImagesWithAvx2) {
   // With AVX2's 16 registers a layer read at stride 1 on a narrow image (1x1, 3x3, 5x5 and a
   // dilated 3x3 at 7x7, and a 1x1 at 14x14 subsampled at stride 2) accumulates blocks of 6
   // consecutive pixels across the ends of rows (the rows' 4 + 3 columns left too few
-  // accumulators), the reduction in chunks; with 32 registers, rows. A 3x3 layer at stride 2
+  // accumulators), the reduction in chunks, the window unrolled; with 32 registers, rows. A 3x3 layer at stride 2
   // (its padding read in place) keeps rows.
   struct Case {
     int64_t H, R, stride, dilation = 1;
@@ -436,6 +436,9 @@ TEST(Ops, NchwDefaultBlocksFusedPixelsOfNarrowImagesWithAvx2) {
       std::string cpp = s.to_cpp();
       bool fused = cpp.find(R"(s["conv.local"].fuse({"k", "l"});)") != std::string::npos;
       EXPECT_EQ(fused, cpu == "haswell" && (c.R == 1 || c.stride == 1)) << c.H << " " << c.R << "\n" << cpp;
+      // The fused pixels' window is unrolled, so the block's accumulators stay in registers.
+      for (const char* tap : {R"(s["conv.local"].unroll("ry");)", R"(s["conv.local"].unroll("rx");)"})
+        if (fused) EXPECT_NE(cpp.find(tap), std::string::npos) << c.H << " " << c.R << "\n" << cpp;
       if (cpu != "haswell" && !Target::host().avx512()) continue;  // runs only where the CPU can
       Buffer x = ref::random(X.shape(), 23), w = ref::random(W.shape(), 24);
       ref::expect_close(ref::run(s, {X, W, Y}, {x, w}, o)[0], ref::conv2d_nchw(x, w, p));
@@ -566,6 +569,27 @@ TEST(Ops, NchwDepthwiseAtStrideOneComputesABlockOfRows) {
       o.target = t;
       ref::expect_close(ref::run(s, {X, Wt, Y}, {x, w}, o)[0], ref::conv2d_nchw(x, w, p));
     }
+  }
+}
+
+TEST(Ops, NchwDepthwiseOfAWindowWiderThanTheRegistersComputesRowsTogether) {
+  // A 5x5 window with AVX2's 16 registers holds none of its 25 weights, so its rows accumulate
+  // in blocks at any stride: of 2 rows, or of up to 8 (all 7 of a 7x7 output) where a row is one
+  // vector.
+  Target t = Target::parse("llvm -mcpu=haswell");
+  for (auto [H, stride, rows] : std::vector<std::array<int64_t, 3>>{{14, 1, 2}, {7, 1, 7}, {28, 2, 2}, {14, 2, 7}}) {
+    int64_t C = 3;
+    ops::Conv2dParams p{int(stride), int(stride), 2, 2, 1, 1, 1};
+    Tensor X = placeholder({1, C, H, H}, float32, "X"), Wt = placeholder({C, 1, 5, 5}, float32, "W");
+    Tensor Y = ops::depthwise_conv2d_nchw(X, Wt, p);
+    Schedule s = ops::default_schedule({Y}, t, {Wt});
+    std::string split = R"(s["dwconv"].split("k", )" + std::to_string(rows) + ");";
+    EXPECT_NE(s.to_cpp().find(split), std::string::npos) << H << " stride " << stride << "\n" << s.to_cpp();
+    Buffer x = ref::random(X.shape(), 15), w = ref::random(Wt.shape(), 16);
+    p.groups = int(C);
+    BuildOptions o;
+    o.target = t;
+    ref::expect_close(ref::run(s, {X, Wt, Y}, {x, w}, o)[0], ref::conv2d_nchw(x, w, p));
   }
 }
 
