@@ -1,5 +1,6 @@
 // Tuned kernels from tuning_logs/ against OpenBLAS (GEMM), oneDNN (conv2d: ResNet-50 in
-// NCHW16c, NCHW and NHWC, MobileNetV2 in NCHW and NHWC) and Tessel's default schedules, at 1 and 2 threads.
+// NCHW16c, NCHW and NHWC, MobileNetV2 and other shapes in NCHW and NHWC) and Tessel's default
+// schedules, at 1 and 2 threads.
 // oneDNN picks its own best layouts (format `any`): it is the speed a user of it would get,
 // and the peer of the targets. In the lists in the layouts users give, oneDNN with its
 // activations in that layout too (onednn-nchw, onednn-nhwc): no reorder of them per call.
@@ -127,10 +128,11 @@ int main(int argc, char** argv) {
   };
   std::deque<Onednn> onednn;
   // ResNet-50's convolutions in the blocked layout and in the layouts users give (NCHW, NHWC),
-  // and MobileNetV2's depthwise and pointwise ones in NCHW and NHWC. A depthwise layer is oneDNN's
-  // grouped convolution with one group per channel.
+  // MobileNetV2's depthwise and pointwise ones in NCHW and NHWC, and other shapes (5x5 windows,
+  // channel counts off the vector, 5x5 depthwise) in NCHW and NHWC. A depthwise layer is
+  // oneDNN's grouped convolution with one group per channel.
   for (std::string set : {"resnet50_conv2d", "resnet50_conv2d_nchw", "resnet50_conv2d_nhwc", "mobilenetv2_conv2d",
-                          "mobilenetv2_conv2d_nhwc"}) {
+                          "mobilenetv2_conv2d_nhwc", "odd_conv2d_nchw", "odd_conv2d_nhwc"}) {
     if (!wanted(set)) continue;
     bench::Report& conv = convs.emplace_back(set, passes);
     std::ifstream list(dir + "/" + set + ".txt");

@@ -1061,7 +1061,11 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
         schedule_conv_nhwc(s, out, acc, lanes, constant(op->inputs()[1].get()), target);
         // The channels are the vector, so a tap's padding is one condition per pixel that
         // partitioning mostly removes, where a copy at the root is a pass over the whole input.
-        pad_in_place = true;
+        // Not for a convolution's window wider than 3: its guarded taps cost more than the copy
+        // (AVX2, 2 threads, alternating runs against oneDNN: 5x5 16->32 at 28x28 0.70x -> 1.01x,
+        // 72->40 stride 2 0.84x -> 1.22x; 96->256 and 32->96 the same, the 7x7 stem 0.89x -> 0.92x),
+        // nor a depthwise one's, whose copy costs as much as its FMAs (5x5 240@28 0.95x -> 0.70x).
+        pad_in_place = op->tag == "depthwise_conv2d" || op->reduce_axis[1].extent() <= 3;
       } else if (nchwc) {
         schedule_conv_nchwc(s, out, acc, lanes, target);
         // Each tap is one broadcast, its padding a branch that partitioning mostly removes:

@@ -612,6 +612,27 @@ TEST(Ops, NhwcDefaultBlocksAWholeRowOf14Columns) {
   }
 }
 
+TEST(Ops, NhwcDefaultPadsTheInputOfAWideWindowOnce) {
+  // A 3x3 window reads its padding in place (each guarded tap one condition a pixel), a 5x5 one
+  // from a padded copy made once, at stride 1 and 2; a 5x5 depthwise layer in place still.
+  for (auto [R, stride, depthwise] : std::vector<std::array<int64_t, 3>>{{3, 1, 0}, {5, 1, 0}, {5, 2, 0}, {5, 1, 1}}) {
+    int64_t C = 16, K = depthwise ? 16 : 24;
+    ops::Conv2dParams p{int(stride), int(stride), int(R / 2), int(R / 2), 1, 1, 1};
+    Tensor X = placeholder({1, 13, 13, C}, float32, "X");
+    Tensor W = placeholder({R, R, C, depthwise ? 1 : K}, float32, "W");
+    Tensor Y = depthwise ? ops::depthwise_conv2d_nhwc(X, W, p) : ops::conv2d_nhwc(X, W, p);
+    Schedule s = ops::default_schedule({Y}, Target::host(), {W});
+    std::string pad = depthwise ? "dwconv.pad" : "conv.pad";
+    bool in_place = s.to_cpp().find(R"(s[")" + pad + R"("].compute_inline();)") != std::string::npos;
+    EXPECT_EQ(in_place, R == 3 || depthwise) << R << " stride " << stride << "\n" << s.to_cpp();
+    Buffer x = ref::random(X.shape(), 17), w = ref::random(W.shape(), 18);
+    if (depthwise) p.groups = int(C);
+    Buffer w_kcrs = depthwise ? ref::permute(w, {2, 3, 0, 1}) : ref::permute(w, {3, 2, 0, 1});
+    Buffer want = ref::permute(ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), w_kcrs, p), {0, 2, 3, 1});
+    ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], want);
+  }
+}
+
 TEST(Ops, DepthwiseConv2dNhwc) {
   // Weights [R, S, C, m]: output channel c*m + j reads channel c with W[., ., c, j], as the
   // grouped NCHW convolution with weights [C*m, 1, R, S] does. Multiplier 2, and multiplier
