@@ -23,8 +23,8 @@ tune resnet50_conv2d --workloads tuning_logs/resnet50_conv2d.txt --trials 2900 -
 for list in resnet50_conv2d_nchw:5888 resnet50_conv2d_nhwc:5888 mobilenetv2_conv2d:7680 mobilenetv2_conv2d_nhwc:7680; do
   tune "${list%:*}" --workloads "tuning_logs/${list%:*}.txt" --trials "${list#*:}"
 done
-# The other shapes (5x5 windows, channel counts off the vector, 5x5 depthwise): 64 trials a layer.
-for list in odd_conv2d_nchw:704 odd_conv2d_nhwc:704; do
+# The other shapes (5x5 windows, channel counts off the vector, 5x5 depthwise): 64 and 32 trials a layer.
+for list in odd_conv2d_nchw:704 odd_conv2d_nhwc:352; do
   tune "${list%:*}" --workloads "tuning_logs/${list%:*}.txt" --trials "${list#*:}" --per-round 8
 done
 # The networks of bench_models (it writes them to build/bench/models: run bench/bench_models.sh

@@ -612,6 +612,26 @@ TEST(Ops, NhwcDefaultBlocksAWholeRowOf14Columns) {
   }
 }
 
+TEST(Ops, NchwColumnsOfAFewChannelsTakeSeveralVectorsOfTheRow) {
+  // 33 output channels (not a multiple of the vector): blocks of 3 channels by columns. With
+  // AVX2's 16 registers a block takes 4 vectors of a 32-column row (12 accumulators), unrolled;
+  // blocks of 5 channels (20) take 2, of 7 (14) one.
+  Target t = Target::parse("llvm -mcpu=haswell");
+  for (auto [K, cols] : std::vector<std::array<int64_t, 2>>{{33, 32}, {20, 16}, {14, 8}}) {
+    Tensor X = placeholder({1, 17, 32, 32}, float32, "X"), W = placeholder({K, 17, 3, 3}, float32, "W");
+    ops::Conv2dParams p{1, 1, 1, 1, 1, 1, 1};
+    Tensor Y = ops::conv2d_nchw(X, W, p);
+    Schedule s = ops::default_schedule({Y}, t, {W});
+    std::string cpp = s.to_cpp();
+    EXPECT_NE(cpp.find(R"(s["conv"].split("l", )" + std::to_string(cols) + ");"), std::string::npos) << cpp;
+    EXPECT_EQ(cpp.find(R"(s["conv.local"].unroll("l.outer");)") != std::string::npos, cols > 8) << cpp;
+    Buffer x = ref::random(X.shape(), 19), w = ref::random(W.shape(), 20);
+    BuildOptions o;
+    o.target = t;
+    ref::expect_close(ref::run(s, {X, W, Y}, {x, w}, o)[0], ref::conv2d_nchw(x, w, p));
+  }
+}
+
 TEST(Ops, NhwcDefaultPadsTheInputOfAWideWindowOnce) {
   // A 3x3 window reads its padding in place (each guarded tap one condition a pixel), a 5x5 one
   // from a padded copy made once, at stride 1 and 2; a 5x5 depthwise layer in place still.
