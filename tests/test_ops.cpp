@@ -632,6 +632,27 @@ TEST(Ops, NchwColumnsOfAFewChannelsTakeSeveralVectorsOfTheRow) {
   }
 }
 
+TEST(Ops, NhwcDefaultBlocksThreeVectorsOfChannels) {
+  // 24 or 120 output channels with AVX2's 8 lanes: blocks of three vectors (each its own, the
+  // block's vectors unrolled), where 32 channels pair two vectors and 20 take one.
+  Target t = Target::parse("llvm -mcpu=haswell");
+  for (auto [K, kv] : std::vector<std::array<int64_t, 2>>{{24, 24}, {120, 24}, {32, 16}, {20, 8}}) {
+    Tensor X = placeholder({1, 9, 10, 12}, float32, "X"), W = placeholder({1, 1, 12, K}, float32, "W");
+    ops::Conv2dParams p{1, 1, 0, 0, 1, 1, 1};
+    Tensor Y = ops::conv2d_nhwc(X, W, p);
+    Schedule s = ops::default_schedule({Y}, t, {W});
+    std::string cpp = s.to_cpp();
+    EXPECT_NE(cpp.find(R"(s["conv"].split("l", )" + std::to_string(kv) + ");"), std::string::npos) << K << "\n" << cpp;
+    EXPECT_EQ(cpp.find(R"(s["conv.local"].unroll("l.outer");)") != std::string::npos, kv == 24) << K << "\n" << cpp;
+    Buffer x = ref::random(X.shape(), 21), w = ref::random(W.shape(), 22);
+    Buffer want = ref::permute(ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), ref::permute(w, {3, 2, 0, 1}), p),
+                               {0, 2, 3, 1});
+    BuildOptions o;
+    o.target = t;
+    ref::expect_close(ref::run(s, {X, W, Y}, {x, w}, o)[0], want);
+  }
+}
+
 TEST(Ops, NhwcDefaultPadsTheInputOfAWideWindowOnce) {
   // A 3x3 window reads its padding in place (each guarded tap one condition a pixel), a 5x5 one
   // from a padded copy made once, at stride 1 and 2; a 5x5 depthwise layer in place still.
