@@ -330,6 +330,16 @@ TEST(Primitives, DeinterleaveSplitsADimensionIntoPhases) {
   EXPECT_THROW(s.deinterleave(A, {B}, 1, 1), Error);
 }
 
+// 2 x every other row and column of each n x n plane of a [3][n][n] buffer.
+Buffer twice_every_other(const Buffer& a, int64_t n) {
+  int64_t m = (n + 1) / 2;
+  Buffer want({3, m, m}, float32);
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t y = 0; y < m; ++y)
+      for (int64_t x = 0; x < m; ++x) want.set((c * m + y) * m + x, 2 * a.get((c * n + 2 * y) * n + 2 * x));
+  return want;
+}
+
 // A read of every other row and column, as a stride-2 1x1 convolution makes: de-interleaved
 // along both, the reader takes only the first phase of each, and the copy at the root holds
 // only that (a quarter of A), its rows contiguous.
@@ -338,10 +348,7 @@ TEST(Primitives, DeinterleavedCopyHoldsOnlyThePhasesItsReadersRead) {
     int64_t m = (n + 1) / 2;
     Tensor A = placeholder({3, n, n}, float32, "A");
     Tensor B = compute({3, m, m}, [&](Var c, Var y, Var x) { return A(c, y * 2, x * 2) * float(2); }, "B");
-    Buffer a = ref::random(A.shape(), 4), want(B.shape(), float32);
-    for (int64_t c = 0; c < 3; ++c)
-      for (int64_t y = 0; y < m; ++y)
-        for (int64_t x = 0; x < m; ++x) want.set((c * m + y) * m + x, 2 * a.get((c * n + 2 * y) * n + 2 * x));
+    Buffer a = ref::random(A.shape(), 4), want = twice_every_other(a, n);
     Schedule s({B});
     Tensor cols = s.deinterleave(A, {B}, 2, 2);
     Tensor rows = s.deinterleave(cols, {B}, 1, 2);
@@ -366,10 +373,7 @@ TEST(Primitives, SubsampleCopiesEveryOtherRowAndColumnDensely) {
     IterVar r = reduce_axis(1, "r");
     Tensor B = compute({3, m, m}, [&](Var c, Var y, Var x) { return sum(A(c, y * 2 + r, x * 2) * float(2), {r}); },
                        "B");
-    Buffer a = ref::random(A.shape(), 4), want(B.shape(), float32);
-    for (int64_t c = 0; c < 3; ++c)
-      for (int64_t y = 0; y < m; ++y)
-        for (int64_t x = 0; x < m; ++x) want.set((c * m + y) * m + x, 2 * a.get((c * n + 2 * y) * n + 2 * x));
+    Buffer a = ref::random(A.shape(), 4), want = twice_every_other(a, n);
     Schedule s({B});
     Tensor cols = s.subsample(A, {B}, 2, 2);
     Tensor rows = s.subsample(cols, {B}, 1, 2);

@@ -541,15 +541,27 @@ void do_pack(ScheduleState& st, const Step& step) {
               [=](const std::vector<Expr>& i) { return blocked(flatten(shape, dim, dims, i)); });
 }
 
-// The phases of deinterleave: src[..., x_dim, ...] lives at copy[..., x_dim % factor,
-// x_dim / factor, ...].
-void do_deinterleave(ScheduleState& st, const Step& step) {
+// The source, dimension, factor and the dimension's extent of a deinterleave or subsample
+// step, checked.
+struct FactorCopy {
+  StageState& src;
+  int dim;
+  int64_t factor, n;
+};
+FactorCopy factor_copy(ScheduleState& st, const Step& step, const char* prim) {
   StageState& src = st.stage(step.stage);
   int dim = int(step.ints.at(0));
   int64_t factor = step.ints.at(1);
-  int64_t n = copied_extent(src, "deinterleave", dim);
-  TESSEL_USER_CHECK(factor >= 2 && factor <= n, "deinterleave of '", src.name, "': factor ", factor,
+  int64_t n = copied_extent(src, prim, dim);
+  TESSEL_USER_CHECK(factor >= 2 && factor <= n, prim, " of '", src.name, "': factor ", factor,
                     " must be between 2 and the extent of dimension ", dim, " (", n, ")");
+  return {src, dim, factor, n};
+}
+
+// The phases of deinterleave: src[..., x_dim, ...] lives at copy[..., x_dim % factor,
+// x_dim / factor, ...].
+void do_deinterleave(ScheduleState& st, const Step& step) {
+  auto [src, dim, factor, n] = factor_copy(st, step, "deinterleave");
   std::vector<int64_t> shape = src.op->shape;
   shape[dim] = (n + factor - 1) / factor;
   shape.insert(shape.begin() + dim, factor);
@@ -573,12 +585,7 @@ void do_deinterleave(ScheduleState& st, const Step& step) {
 // index there a multiple of factor (its loops of one iteration at their start, as a 1x1
 // window's taps), as a stride-2 1x1 convolution reads its input's rows and columns.
 void do_subsample(ScheduleState& st, const Step& step) {
-  StageState& src = st.stage(step.stage);
-  int dim = int(step.ints.at(0));
-  int64_t factor = step.ints.at(1);
-  int64_t n = copied_extent(src, "subsample", dim);
-  TESSEL_USER_CHECK(factor >= 2 && factor <= n, "subsample of '", src.name, "': factor ", factor,
-                    " must be between 2 and the extent of dimension ", dim, " (", n, ")");
+  auto [src, dim, factor, n] = factor_copy(st, step, "subsample");
   for (auto& r : step.stages) {
     const int s = st.find_stage(r);
     if (s < 0) continue;  // insert_copy names readers that do not exist
