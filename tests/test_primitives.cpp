@@ -397,8 +397,8 @@ TEST(Primitives, SubsampleCopiesEveryOtherRowAndColumnDensely) {
   IterVar r = reduce_axis(3, "r");
   Tensor B = compute({4, 4}, [&](Var i, Var j) { return sum(A(i, j * 2 + r), {r}); }, "B");
   Schedule s({B});
-  ref::expect_error([&] { s.subsample(A, {B}, 1, 2); },
-                    {"subsample of 'A'", "stage 'B' reads dimension 1 at", "not always a multiple of 2", "deinterleave"});
+  ref::expect_error([&] { s.subsample(A, {B}, 1, 2); }, {"subsample of 'A'", "stage 'B' reads dimension 1 at",
+                                                          "not always a multiple of 2", "deinterleave"});
   EXPECT_THROW(s.subsample(A, {B}, 1, 1), Error);
   EXPECT_THROW(s.subsample(A, {B}, 2, 2), Error);
 }
