@@ -236,10 +236,7 @@ Tensor kcrs_to_kcrsck(const Tensor& W, int64_t cb, int64_t kb, const std::string
 int64_t pixel_stride(const OperationNode* op) {
   size_t n = op->axis.size();
   if (n < 3 || op->axis[n - 2].extent() < 2) return 0;
-  VarMap unit;  // axes of one iteration read at 0 (a 1x1 window's taps)
-  for (auto* axes : {&op->axis, &op->reduce_axis})
-    for (auto& iv : *axes)
-      if (iv.extent() == 1) unit[iv.var().get()] = make_int(iv.min());
+  VarMap unit = one_iteration_axes(op);
   const Expr h = op->axis[n - 2].var(), w = op->axis[n - 1].var();
   int64_t stride = -1;
   // The s of an index s*v (v itself for 1), or 0.

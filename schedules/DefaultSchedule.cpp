@@ -457,10 +457,10 @@ std::string conv_layout(const OperationNode* op) {
 
 // The accumulator of a convolution template, computed at its output's block: the `outer`
 // spatial axes, the whole reduction, then the `unrolled` axes (one register per value) and
-// the `vector` axis. The local block is `width` wide along the vector axis; splitting by it
-// makes the vector loop's extent known to the schedule.
+// the `vector` axis. The local block is `block` wide along the vector axis, in vectors of `width`
+// (splitting by it makes the vector loop's extent known to the schedule), several of them unrolled.
 void schedule_register_block(Schedule& s, const std::string& acc, const std::vector<int>& outer,
-                             const std::vector<int>& unrolled, int vector, int64_t width) {
+                             const std::vector<int>& unrolled, int vector, int64_t width, int64_t block) {
   Stage a = s[acc];
   const OperationNode* op = op_of(s, acc);
   std::vector<Axis> order;
@@ -472,6 +472,7 @@ void schedule_register_block(Schedule& s, const std::string& acc, const std::vec
   order.push_back(vi);
   a.reorder(order);
   for (int d : unrolled) a.unroll(op->axis[size_t(d)].name());
+  if (block > width) a.unroll(vo);
   a.vectorize(vi);
 }
 
@@ -480,9 +481,7 @@ void schedule_register_block(Schedule& s, const std::string& acc, const std::vec
 // layer's (2x + rx) / 2 in its subsampled copy is x).
 int64_t column_stride(const OperationNode* op) {
   const Expr& x = op->axis.back().var();
-  VarMap unit;
-  for (auto& iv : op->reduce_axis)
-    if (iv.extent() == 1) unit[iv.var().get()] = make_int(iv.min());
+  VarMap unit = one_iteration_axes(op, false);
   int64_t stride = 1;
   visit_exprs(op->body, [&](const Expr& e) {
     const TensorLoad* l = e.as<TensorLoad>();
@@ -600,8 +599,8 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   s[acc].reorder_storage({a[0], a[2], a[3], a[1]});
   if (!chunk) {
     block_nchw_output(s, out, acc, kb, reg, rows);
-    if (rows > 1) schedule_register_block(s, acc, {0}, {2, 3}, 1, kb);
-    else schedule_register_block(s, acc, {0, 2}, {3}, 1, kb);
+    if (rows > 1) schedule_register_block(s, acc, {0}, {2, 3}, 1, kb, kb);
+    else schedule_register_block(s, acc, {0, 2}, {3}, 1, kb, kb);
     return;
   }
   // The reduction in chunks (reduction_chunk, or the fused pixels' above): the block of kb
@@ -725,8 +724,7 @@ void schedule_conv_nchw_columns(Schedule& s, const std::string& out, const std::
   int64_t kb = divisor_at_most(K, 8), vw = divisor_at_most(OW, lanes), nv = 1;
   while (2 * nv * kb <= accumulators(target) && (OW / vw) % (2 * nv) == 0) nv *= 2;
   block_nchw_output(s, out, acc, kb, nv * vw);
-  schedule_register_block(s, acc, {0, 2}, {1}, 3, vw);
-  if (nv > 1) s[acc].unroll(op_of(s, acc)->axis[3].name() + ".outer");
+  schedule_register_block(s, acc, {0, 2}, {1}, 3, vw, nv * vw);
 }
 
 // A strided convolution of fewer input channels than a vector (the 3-channel stem), its
@@ -798,13 +796,25 @@ void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& 
   // 56x56 0.61x -> 0.87x, 96->24 0.66x -> 0.93x, 96->24 at 14x14 0.79x -> 1.05x, 40->120 0.65x ->
   // 0.98x.
   int64_t kv = K % (2 * lanes) == 0 ? 2 * lanes : K % (3 * lanes) == 0 ? 3 * lanes : std::min<int64_t>(K, lanes);
-  int64_t width = kv == 3 * lanes ? lanes : kv;  // the vector
-  int64_t blocks = op->shape[0] * ((K + kv - 1) / kv);
-  bool weights_first = weights_larger(s, acc);
   // Rows of up to 28 columns take whole blocks of 14 with all registers but four (AVX-512, 2 threads,
   // alternating runs: 1024->256 at 14x14 368 -> 403 GFLOP/s, 256@14 3x3 420 -> 458, 128@56 3x3 stride 2
   // 389 -> 432); wider rows gained nothing, and the stem's 3-channel blocks lost 7%.
   int64_t reg = columns_per_block(OW, kv, lanes, target, OW <= 28);  // a last partial block of columns is guarded
+  // A depthwise layer has no reduction over channels to reuse a broadcast: one vector of channels x
+  // up to 8 columns, a divisor of the row, with the window unrolled, so that the columns' taps share
+  // their loads of the input row and no block is guarded. Blocks of two vectors x a guarded tail of
+  // columns, the window a loop, ran 5x5 layers far behind oneDNN at 7x7 (1152: 0.39x). AVX2, 2
+  // threads, alternating runs against oneDNN: 5x5 1152@7 0.39x -> 1.53x, 672@14 stride 2 0.70x ->
+  // 1.04x, 240@28 0.74x -> 1.14-1.29x, 144@56 stride 2 0.90x -> 0.98-1.03x; 3x3 960@7 1.07x -> 1.68x,
+  // 384@14 1.34x -> 1.65x, 192@28 0.99x -> 1.18x, 144@56 0.87-0.90x -> 1.08-1.11x, 32@112 1.13-1.50x
+  // -> 1.36-1.65x. Not at a stride over rows wider than 64 (96@112 stride 2 0.94-0.98x -> 0.83-0.86x:
+  // half a cache line of each pixel a block).
+  int64_t in_w = op_of(s, acc)->inputs()[0]->shape[2];
+  bool depthwise_rows = !conv2d && K % lanes == 0 && !(in_w > 64 && in_w >= 2 * OW);
+  if (depthwise_rows) kv = lanes, reg = divisor_at_most(OW, 8);
+  int64_t width = kv == 3 * lanes ? lanes : kv;  // the vector
+  int64_t blocks = op->shape[0] * ((K + kv - 1) / kv);
+  bool weights_first = weights_larger(s, acc);
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, y, x, k
   auto [xo, xi] = o.split(axes[2], reg);
@@ -825,8 +835,9 @@ void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& 
     o.vectorize(ki);
   }
   s[acc].compute_at(o, outer[2]);
-  schedule_register_block(s, acc, {0, 1}, {2}, 3, width);
-  if (width < kv) s[acc].unroll(op_of(s, acc)->axis[3].name() + ".outer");
+  schedule_register_block(s, acc, {0, 1}, {2}, 3, width, kv);
+  if (depthwise_rows)
+    for (auto& r : op_of(s, acc)->reduce_axis) s[acc].unroll(r);
 }
 
 // Depthwise convolution in NCHW at stride 1 whose rows fill at most half a vector (7 columns

@@ -653,6 +653,32 @@ TEST(Ops, NhwcDefaultBlocksThreeVectorsOfChannels) {
   }
 }
 
+TEST(Ops, NhwcDepthwiseBlocksOneVectorOfChannelsByADivisorOfTheRow) {
+  // One vector of channels x a divisor of the row of at most 8 columns (7 of 7 or 14, 8 of 56), the
+  // window unrolled; at a stride over rows wider than 64, blocks of two vectors as before.
+  Target t = Target::parse("llvm -mcpu=haswell");
+  for (auto [H, R, stride, cols] : std::vector<std::array<int64_t, 4>>{
+           {7, 5, 1, 7}, {27, 5, 2, 7}, {56, 3, 1, 8}, {112, 3, 2, 0}}) {
+    int64_t C = 32;
+    ops::Conv2dParams p{int(stride), int(stride), int(R / 2), int(R / 2), 1, 1, int(C)};
+    Tensor X = placeholder({1, H, H, C}, float32, "X"), W = placeholder({R, R, C, 1}, float32, "W");
+    Tensor Y = ops::depthwise_conv2d_nhwc(X, W, p);
+    Schedule s = ops::default_schedule({Y}, t, {W});
+    std::string cpp = s.to_cpp();
+    bool rows = cols > 0;
+    EXPECT_EQ(cpp.find(R"(s["dwconv"].split("l", 8);)") != std::string::npos, rows) << H << "\n" << cpp;
+    EXPECT_EQ(cpp.find(R"(s["dwconv.local"].unroll("rx");)") != std::string::npos, rows) << H << "\n" << cpp;
+    if (rows)
+      EXPECT_NE(cpp.find(R"(s["dwconv"].split("k", )" + std::to_string(cols) + ");"), std::string::npos) << H << "\n" << cpp;
+    Buffer x = ref::random(X.shape(), 23), w = ref::random(W.shape(), 24);
+    Buffer want = ref::permute(ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), ref::permute(w, {2, 3, 0, 1}), p),
+                               {0, 2, 3, 1});
+    BuildOptions o;
+    o.target = t;
+    ref::expect_close(ref::run(s, {X, W, Y}, {x, w}, o)[0], want);
+  }
+}
+
 TEST(Ops, NhwcDefaultPadsTheInputOfAWideWindowOnce) {
   // A 3x3 window reads its padding in place (each guarded tap one condition a pixel), a 5x5 one
   // from a padded copy made once, at stride 1 and 2; a 5x5 depthwise layer in place still.

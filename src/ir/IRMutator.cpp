@@ -204,6 +204,15 @@ Expr substitute(const Expr& e, const VarMap& map) {
   Substituter s(map);
   return s.mutate(e);
 }
+VarMap one_iteration_axes(const OperationNode* op, bool spatial) {
+  VarMap unit;
+  for (auto* axes : {&op->axis, &op->reduce_axis})
+    if (spatial || axes == &op->reduce_axis)
+      for (auto& iv : *axes)
+        if (iv.extent() == 1) unit[iv.var().get()] = make_int(iv.min());
+  return unit;
+}
+
 Stmt substitute(const Stmt& st, const VarMap& map) {
   if (map.empty()) return st;
   Substituter s(map);

@@ -32,5 +32,8 @@ Expr substitute(const Expr& e, const VarMap& map);
 Stmt substitute(const Stmt& s, const VarMap& map);
 Expr substitute(const Expr& e, const Var& v, const Expr& value);
 Stmt substitute(const Stmt& s, const Var& v, const Expr& value);
+// The axes of `op` that run one iteration, each mapped to its start (a 1x1 window's taps at 0), the
+// spatial ones too where `spatial`: substituted, an index shows how the other axes read.
+VarMap one_iteration_axes(const OperationNode* op, bool spatial = true);
 
 }  // namespace tessel

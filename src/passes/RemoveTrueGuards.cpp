@@ -132,7 +132,8 @@ class GuardRemover : public IRMutator {
         // Both parts go round again: the part that lost a guard may hold others that fail
         // elsewhere, and loops inside either part may split too.
         bool saved = std::exchange(simplified_, false);
-        Stmt parts = Block::make({mutate(part(f, 0, cut)), mutate(part(f, cut, ext))});
+        Stmt parts = f->for_kind == ForKind::Parallel ? parallel_parts(f, cut, ext)
+                                                      : Block::make({mutate(part(f, 0, cut)), mutate(part(f, cut, ext))});
         simplified_ = saved;
         return parts;
       }
@@ -197,6 +198,23 @@ class GuardRemover : public IRMutator {
     if (to - from == 1) return simplify(substitute(body, f->var, make_int(from)), &bounds);
     if (from > 0) body = substitute(body, f->var, v + make_int(from));
     return For::make(f->var, make_int(0), make_int(to - from), f->for_kind, body, f->thread_tag);
+  }
+
+  // A parallel loop's parts stay in one parallel loop, each iteration running the part it falls in: a
+  // part after the loop would run on one thread while the others wait (the 4-pixel tail of a 1x1
+  // convolution's 196 pixels, blocks of 16 in the parallel loop, was 8% of its time at 2 threads).
+  Stmt parallel_parts(const For* f, int64_t cut, int64_t ext) {
+    auto body_of = [&](int64_t from, int64_t to) {
+      bounds[f->var.get()] = {from, to - 1};
+      Stmt body = simplify(f->body, &bounds);
+      if (to - from == 1) body = simplify(substitute(body, f->var, make_int(from)), &bounds);
+      body = mutate(body);
+      bounds.erase(f->var.get());
+      return body;
+    };
+    Stmt head = body_of(0, cut), tail = body_of(cut, ext);
+    return For::make(f->var, f->min, f->extent, f->for_kind,
+                     IfThenElse::make(LT::make(f->var, make_int(cut)), head, tail), f->thread_tag);
   }
 
   // Bounds of the loops enclosing `op` (its own variable's range is the simplifier's job).

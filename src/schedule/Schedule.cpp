@@ -590,10 +590,7 @@ void do_subsample(ScheduleState& st, const Step& step) {
     const int s = st.find_stage(r);
     if (s < 0) continue;  // insert_copy names readers that do not exist
     const OperationNode* rop = st.stages[size_t(s)].op.get();
-    VarMap unit;
-    for (auto* axes : {&rop->axis, &rop->reduce_axis})
-      for (auto& iv : *axes)
-        if (iv.extent() == 1) unit[iv.var().get()] = make_int(iv.min());
+    VarMap unit = one_iteration_axes(rop);
     visit_exprs(rop->body, [&](const Expr& e) {
       const TensorLoad* l = e.as<TensorLoad>();
       if (!l || l->op.get() != src.op.get()) return;
