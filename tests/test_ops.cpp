@@ -11,6 +11,12 @@ std::vector<Buffer> run_default(const std::vector<Tensor>& args, const std::vect
   return ref::run(ops::default_schedule(outs), args, inputs);
 }
 
+// An NHWC convolution's reference answer: the NCHW reference on transposed copies, `w_kcrs` the
+// weights as [K, C/groups, R, S], the answer transposed back to NHWC.
+Buffer conv2d_nhwc_reference(const Buffer& x, const Buffer& w_kcrs, const ops::Conv2dParams& p) {
+  return ref::permute(ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), w_kcrs, p), {0, 2, 3, 1});
+}
+
 }  // namespace
 
 class MatmulShapes : public ::testing::TestWithParam<std::tuple<int, int, int, bool, bool>> {};
@@ -91,9 +97,7 @@ TEST(Ops, ElementWiseChainsAfterAProductAreItsEpilogue) {
   EXPECT_NE(cpp.find(R"(s.rewrite_layout(s.tensor("W"))"), std::string::npos) << cpp;
   EXPECT_NE(cpp.find(R"(].compute_at(s["R"])"), std::string::npos) << cpp;
   Buffer x = ref::random(X.shape(), 4), w = ref::random(W.shape(), 5), b32 = ref::random({32}, 6);
-  Buffer conv = ref::permute(ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), ref::permute(w, {3, 2, 0, 1}),
-                                              {1, 1, 1, 1, 1, 1, 1}),
-                             {0, 2, 3, 1});
+  Buffer conv = conv2d_nhwc_reference(x, ref::permute(w, {3, 2, 0, 1}), {1, 1, 1, 1, 1, 1, 1});
   for (int64_t i = 0; i < conv.size(); ++i) conv.set(i, std::max(0.0, conv.get(i) + b32.get(i % 32)));
   ref::expect_close(ref::run(sc, {X, W, bias32, R}, {x, w, b32})[0], conv);
 }
@@ -163,8 +167,7 @@ TEST_P(Conv2d, NhwcMatchesLoops) {
   Tensor Y = ops::conv2d_nhwc(X, W, c.p);
   Buffer x = ref::random(X.shape(), 7), w = ref::random(W.shape(), 8);
   // Same numbers in NCHW / KCRS order for the reference, its answer back in NHWC.
-  Buffer want = ref::permute(ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), ref::permute(w, {3, 2, 0, 1}), c.p),
-                             {0, 2, 3, 1});
+  Buffer want = conv2d_nhwc_reference(x, ref::permute(w, {3, 2, 0, 1}), c.p);
   ref::expect_close(run_default({X, W, Y}, {x, w})[0], want);
   // Weights marked constant: read blocked by output channels, prepared by the Module.
   ref::expect_close(ref::run(ops::default_schedule({Y}, Target::host(), {W}), {X, W, Y}, {x, w})[0], want);
@@ -606,8 +609,7 @@ TEST(Ops, NhwcDefaultBlocksAWholeRowOf14Columns) {
     std::string split = R"(s["conv"].split("k", )" + std::string(H == 14 ? "14" : "12") + ");";
     if (t.vector_registers >= 32) EXPECT_NE(s.to_cpp().find(split), std::string::npos) << H << "\n" << s.to_cpp();
     Buffer x = ref::random(X.shape(), 15), w = ref::random(W.shape(), 16);
-    Buffer want = ref::permute(ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), ref::permute(w, {3, 2, 0, 1}), p),
-                               {0, 2, 3, 1});
+    Buffer want = conv2d_nhwc_reference(x, ref::permute(w, {3, 2, 0, 1}), p);
     ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], want);
   }
 }
@@ -645,8 +647,7 @@ TEST(Ops, NhwcDefaultBlocksThreeVectorsOfChannels) {
     EXPECT_NE(cpp.find(R"(s["conv"].split("l", )" + std::to_string(kv) + ");"), std::string::npos) << K << "\n" << cpp;
     EXPECT_EQ(cpp.find(R"(s["conv.local"].unroll("l.outer");)") != std::string::npos, kv == 24) << K << "\n" << cpp;
     Buffer x = ref::random(X.shape(), 21), w = ref::random(W.shape(), 22);
-    Buffer want = ref::permute(ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), ref::permute(w, {3, 2, 0, 1}), p),
-                               {0, 2, 3, 1});
+    Buffer want = conv2d_nhwc_reference(x, ref::permute(w, {3, 2, 0, 1}), p);
     BuildOptions o;
     o.target = t;
     ref::expect_close(ref::run(s, {X, W, Y}, {x, w}, o)[0], want);
@@ -668,11 +669,10 @@ TEST(Ops, NhwcDepthwiseBlocksOneVectorOfChannelsByADivisorOfTheRow) {
     bool rows = cols > 0;
     EXPECT_EQ(cpp.find(R"(s["dwconv"].split("l", 8);)") != std::string::npos, rows) << H << "\n" << cpp;
     EXPECT_EQ(cpp.find(R"(s["dwconv.local"].unroll("rx");)") != std::string::npos, rows) << H << "\n" << cpp;
-    if (rows)
-      EXPECT_NE(cpp.find(R"(s["dwconv"].split("k", )" + std::to_string(cols) + ");"), std::string::npos) << H << "\n" << cpp;
+    std::string split = R"(s["dwconv"].split("k", )" + std::to_string(cols) + ");";
+    if (rows) EXPECT_NE(cpp.find(split), std::string::npos) << H << "\n" << cpp;
     Buffer x = ref::random(X.shape(), 23), w = ref::random(W.shape(), 24);
-    Buffer want = ref::permute(ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), ref::permute(w, {2, 3, 0, 1}), p),
-                               {0, 2, 3, 1});
+    Buffer want = conv2d_nhwc_reference(x, ref::permute(w, {2, 3, 0, 1}), p);
     BuildOptions o;
     o.target = t;
     ref::expect_close(ref::run(s, {X, W, Y}, {x, w}, o)[0], want);
@@ -695,7 +695,7 @@ TEST(Ops, NhwcDefaultPadsTheInputOfAWideWindowOnce) {
     Buffer x = ref::random(X.shape(), 17), w = ref::random(W.shape(), 18);
     if (depthwise) p.groups = int(C);
     Buffer w_kcrs = depthwise ? ref::permute(w, {2, 3, 0, 1}) : ref::permute(w, {3, 2, 0, 1});
-    Buffer want = ref::permute(ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), w_kcrs, p), {0, 2, 3, 1});
+    Buffer want = conv2d_nhwc_reference(x, w_kcrs, p);
     ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], want);
   }
 }
@@ -715,7 +715,7 @@ TEST(Ops, DepthwiseConv2dNhwc) {
     Buffer cmrs = ref::permute(w, {2, 3, 0, 1}), wn({c.C * c.m, 1, 3, 3}, float32);
     for (int64_t i = 0; i < wn.size(); ++i) wn.set(i, cmrs.get(i));  // [C, m, R, S] is [C*m, 1, R, S] in memory
     p.groups = c.C;
-    Buffer want = ref::permute(ref::conv2d_nchw(ref::permute(x, {0, 3, 1, 2}), wn, p), {0, 2, 3, 1});
+    Buffer want = conv2d_nhwc_reference(x, wn, p);
     // The padding is read in place, not copied first.
     std::string cpp = ops::default_schedule({Y}).to_cpp();
     EXPECT_NE(cpp.find(R"(.pad"].compute_inline())"), std::string::npos) << cpp;
