@@ -674,6 +674,22 @@ TEST(Primitives, PrefetchFetchesWhatTheNextIterationReads) {
   ir = lower(r, {m.A, m.B, m.C}).str();
   EXPECT_NE(ir.find("prefetch(B[(((j.outer*16) + ((((i*24) + k)/32)*64)) + 16)])"), std::string::npos) << ir;
 
+  // A parallel loop whose last block is partial runs both of its parts in it (loop partitioning): the
+  // main part's iterations prefetch, the last block's nothing.
+  Mm p(40, 56, 24);
+  Schedule u({p.C});
+  auto [uo, ui] = u[p.C].split("j", 16);
+  u[p.C].reorder({uo, "i", "k", ui});
+  u[p.C].parallel(uo);
+  u[p.C].vectorize(ui);
+  u[p.C].prefetch(p.B, uo);
+  p.check(u);
+  ir = lower(u, {p.A, p.B, p.C}).str();
+  size_t tail = ir.find("} else {", ir.find("if ((j.outer < 3))"));
+  ASSERT_NE(tail, std::string::npos) << ir;
+  EXPECT_LT(ir.find("prefetch(B["), tail) << ir;
+  EXPECT_EQ(ir.find("prefetch(B[", tail), std::string::npos) << ir;
+
   ref::expect_error([&] { s[m.C].prefetch(m.B, jo, 0); }, {"prefetch", "1 or more iterations ahead"});
   ref::expect_error([&] { s[m.C].prefetch(placeholder({2}, float32, "X"), jo); }, {"prefetch", "no tensor 'X'"});
   Schedule t({m.C});

@@ -176,6 +176,17 @@ class Injector : public IRMutator {
       return AttrStmt::make(a->key, a->value, inject(a->body, buffer, name, offset));
     const For* loop = body.as<For>();
     if (!loop || loop->var.name() != name) return body;
+    // A parallel loop that partitioning split runs `if (v < cut) main else tail`: the main part's iterations
+    // prefetch what the next ones read, the tail's (at its end, with little ahead) nothing.
+    const IfThenElse* parts = loop->body.as<IfThenElse>();
+    const LT* cut = parts && parts->else_case.defined() ? parts->cond.as<LT>() : nullptr;
+    if (cut && cut->a.same_as(loop->var) && cut->b.as<IntImm>()) {
+      auto with_body = [&](const Stmt& b) {
+        return For::make(loop->var, loop->min, loop->extent, loop->for_kind, b, loop->thread_tag);
+      };
+      Stmt main = inject(with_body(parts->then_case), buffer, name, offset);
+      return with_body(IfThenElse::make(parts->cond, main.as<For>()->body, parts->else_case));
+    }
     ReadFinder finder(buffer);
     finder.visit(loop->body);
     TESSEL_USER_CHECK(!finder.reads.empty() || finder.gathers, "prefetch at loop '", name,
