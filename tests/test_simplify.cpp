@@ -1,4 +1,5 @@
 // Pass internals: the simplifier, guard removal and the vectorizer, on small programs.
+#include "ir/IRMutator.h"
 #include "ir/IRPrinter.h"
 #include "ir/Simplify.h"
 #include "passes/Passes.h"
@@ -98,15 +99,57 @@ TEST(Passes, LoopPartitionSplitsAFusedLoopBeforeItsLastRowOfTiles) {
   s[B].parallel(s[B].fuse(t.xo, t.yo));
   s[B].vectorize(t.yi);
   std::string ir = lower(s, {A, B}).str();
-  size_t loop = ir.find("parallel (i.outer.j.outer.fused, 0, 20)"), main = ir.find("if ((i.outer.j.outer.fused < 16))");
+  size_t loop = ir.find("parallel (i.outer.j.outer.fused.spread, 0, 20)"), parts = ir.find("if (");
   ASSERT_NE(loop, std::string::npos) << ir;
-  EXPECT_EQ(ir.find("if ("), main) << ir;  // the one guard: which part an iteration runs
-  EXPECT_EQ(ir.find("if (", main + 1), std::string::npos) << ir;
-  EXPECT_NE(ir.find("for (i.inner, 0, 6)", ir.find("} else {", main)), std::string::npos) << ir;
+  EXPECT_NE(ir.find("let i.outer.j.outer.fused = (i.outer.j.outer.fused.spread - i.outer.j.outer.fused.tails)",
+                    parts),
+            std::string::npos)
+      << ir;
+  EXPECT_EQ(ir.find("if (", parts + 1), std::string::npos) << ir;  // the one guard: which part an iteration runs
+  EXPECT_NE(ir.find("for (i.inner, 0, 6)", ir.find("} else {", parts)), std::string::npos) << ir;
   ref::Buffer a = ref::random({70, 64}, 3);
   ref::Buffer want({70, 64}, float32);
   for (int64_t i = 0; i < a.size(); ++i) want.set(i, a.get(i) * 2);
   ref::expect_close(ref::run(s, {A, B}, {a})[0], want);
+}
+
+TEST(Passes, SpreadParallelPartsSharesTheTailAmongTheThreads) {
+  // 256 iterations, the last 64 a cheaper part (a 1x1 convolution's 4-pixel tails of 64 blocks of
+  // channels): spread, every contiguous share of the loop holds a quarter of tails, and each part
+  // keeps its own order.
+  Var v("v"), out("out", handle);
+  auto mark = [&](int part) { return Store::make(out, make_const(float32, part), v); };
+  Stmt loop = For::make(v, make_int(0), make_int(256), ForKind::Parallel, IfThenElse::make(v < 192, mark(0), mark(1)));
+  Stmt spread = spread_parallel_parts(loop);
+  const For* f = spread.as<For>();
+  ASSERT_TRUE(f && f->for_kind == ForKind::Parallel) << to_string(spread);
+  const LetStmt* tails = f->body.as<LetStmt>();
+  const IfThenElse* parts = tails ? tails->body.as<IfThenElse>() : nullptr;
+  ASSERT_TRUE(parts) << to_string(spread);
+  // Where iteration u runs: its part and the original iteration it stands for.
+  auto iteration = [&](int64_t u) {
+    auto at = [&](const Expr& e) {
+      Expr q = simplify(substitute(tails->value, f->var, make_int(u)));
+      int64_t value = -1;
+      EXPECT_TRUE(is_const_int(simplify(substitute(substitute(e, tails->var, q), f->var, make_int(u))), &value));
+      return value;
+    };
+    bool main = at(parts->cond) != 0;
+    const LetStmt* let = (main ? parts->then_case : parts->else_case).as<LetStmt>();
+    EXPECT_TRUE(let && let->var.same_as(v));
+    return std::make_pair(main, at(let->value));
+  };
+  int64_t next_main = 0, next_tail = 192;
+  for (int64_t u = 0; u < 256; ++u) {
+    auto [main, was] = iteration(u);
+    EXPECT_EQ(was, main ? next_main++ : next_tail++) << "iteration " << u;
+    if (u % 64 == 63) EXPECT_EQ(next_tail - 192, (u + 1) / 4) << "tails in the first " << u + 1;
+  }
+  EXPECT_EQ(next_main, 192);
+  EXPECT_EQ(next_tail, 256);
+  // A loop of one part, or a serial one, stays as it was.
+  Stmt serial = For::make(v, make_int(0), make_int(256), ForKind::Serial, IfThenElse::make(v < 192, mark(0), mark(1)));
+  EXPECT_TRUE(spread_parallel_parts(serial).same_as(serial));
 }
 
 TEST(Passes, LoopPartitionCountsEachConjunctOfAGuard) {

@@ -92,6 +92,8 @@ LoweredProgram lower_program(const Schedule& sch, const std::vector<Tensor>& arg
   Stmt s = lower_loops(st, out.args, target, log, opts.check_bounds ? &index_errors : nullptr);
   s = inject_prefetch(s);
   log("inject_prefetch", s);
+  s = spread_parallel_parts(s);
+  log("spread_parallel_parts", s);
   s = unroll_loops(s);
   log("unroll_loops", s);
   s = simplify(s);

@@ -34,6 +34,9 @@ Stmt vectorize_loops(const Stmt& s);
 // Loops marked by Stage::prefetch -> prefetches of what the iterations ahead read, spread over
 // the inner loops.
 Stmt inject_prefetch(const Stmt& s);
+// A parallel loop of two parts, `if (v < cut) A else B`, runs B's iterations spread evenly among A's,
+// so that each thread's contiguous share of the loop holds its part of both.
+Stmt spread_parallel_parts(const Stmt& s);
 // Unrolled loops and loops under pragma auto_unroll_max_step -> straight-line code.
 Stmt unroll_loops(const Stmt& s);
 // What code becomes once unroll_loops has run, for the passes that price or describe it
