@@ -84,7 +84,8 @@ struct SpaceCase {
   const char* op;
   const char* shape;
   size_t min_sketches;
-  size_t min_distinct;  // distinct programs among 12 samples and 12 mutations
+  size_t min_distinct;  // distinct programs among 12 samples and 12 mutations (with AVX-512's 16 lanes, a space
+                        // of one vector of input channels has fewer)
 };
 
 class Space : public ::testing::TestWithParam<SpaceCase> {};
@@ -117,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(Autotune, Space,
                                            SpaceCase{"conv2d_winograd", "C=16,H=10,W=10,K=16,m=2,cb=8,kb=8", 1, 12},
                                            SpaceCase{"conv2d_winograd_nhwc", "C=16,H=9,W=9,K=16,m=4,cb=8,kb=8", 1, 12},
                                            SpaceCase{"conv2d_nhwc", "C=8,H=9,W=9,K=24,R=3,S=3,pad=1,stride=2", 3, 16},
-                                           SpaceCase{"conv2d", "C=16,H=13,W=14,K=24,R=1,S=1,stride=2", 3, 16},
+                                           SpaceCase{"conv2d", "C=16,H=13,W=14,K=24,R=1,S=1,stride=2", 3, 12},
                                            SpaceCase{"depthwise_conv2d", "C=24,H=9,W=9,R=3,S=3,pad=1,stride=2", 3, 16},
                                            SpaceCase{"depthwise_conv2d_nhwc", "C=24,H=9,W=9,R=3,S=3,pad=1", 3, 16},
                                            SpaceCase{"dense", "M=9,N=40,K=24", 2, 16},

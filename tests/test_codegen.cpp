@@ -90,8 +90,9 @@ TEST(CodeGen, DumpIrAfterEveryPass) {
   };
   lower(s, {A, B, Y}, "k", o);
   EXPECT_EQ(passes, (std::vector<std::string>{"make_loop_nest", "simplify", "remove_true_guards", "storage_flatten",
-                                              "vectorize_loops", "inject_prefetch", "unroll_loops", "simplify",
-                                              "place_skippable_guards", "unswitch_loops", "storage_rewrite"}));
+                                              "vectorize_loops", "inject_prefetch", "spread_parallel_parts",
+                                              "unroll_loops", "simplify", "place_skippable_guards", "unswitch_loops",
+                                              "storage_rewrite"}));
 }
 
 // The lines of each loop over `var` in readable IR that hold an `if`.
