@@ -200,6 +200,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{1, 12, 14, 14, 24, 5, 5, {1, 2, 2, 0, 1, 1, 1}},     // asymmetric
                       ConvCase{1, 8, 34, 34, 16, 1, 1, {1, 1, 0, 0, 1, 1, 1}},      // short and wide: columns
                       ConvCase{1, 4, 9, 9, 12, 3, 3, {1, 1, 1, 1, 1, 1, 1}},        // 12 channels: columns
+                      ConvCase{1, 6, 15, 15, 10, 5, 5, {2, 2, 2, 2, 1, 1, 1}},      // columns, stride 2: taps unrolled
                       ConvCase{1, 8, 11, 11, 16, 3, 3, {2, 2, 1, 1, 1, 1, 1}},      // stride 2, padding read in place
                       ConvCase{2, 8, 8, 12, 20, 1, 1, {1, 1, 0, 0, 1, 1, 1}}));     // 1x1 over 96 pixels: a GEMM
 
