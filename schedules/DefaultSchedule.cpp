@@ -590,7 +590,10 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
     // 4-6 alternating runs: 960->320 at 7x7 382 -> 409 GFLOP/s, 2048->512 354 -> 386, 512->2048
     // 358 -> 366, 512@7 3x3 401 -> 446, 512@14 3x3 stride 2 334 -> 356; 320->1280, whose block's
     // weights fit, 377 -> 355; 576->160, 5 blocks on 2 cores, 359 -> 326.
-    chunk = reduction_chunk(s, acc, kb, block_bytes > 48 * 1024 && even);
+    // Only where the blocks share evenly: the chunked reduction's parallel loop is the blocks alone
+    // (5x5 32->96 at 28x28, 3 blocks on 2 cores: 278 -> 350 GFLOP/s row by row at 2 threads, 198 ->
+    // 190 at one).
+    chunk = even ? reduction_chunk(s, acc, kb, block_bytes > 48 * 1024) : 0;
     // The chunks' window taps are unrolled (below): a strided window's block then keeps the
     // stride-1 layers' three quarters of the registers, where all but four spilled. AVX-512, 2
     // threads, alternating runs: 3x3 256@28 stride 2 (14 columns x 2 vectors -> 7) 312 -> 434
