@@ -363,9 +363,11 @@ TEST(Ops, NchwDefaultChunksTheReductionWhereTheWeightsOutweighTheInput) {
   // Weights larger than the input, output of 14x14: each block of output channels
   // accumulates over the whole image while the input channels run in chunks (their weights
   // within L1), then is copied out to NCHW rows. Stride 1 and 2, weights rewritten once or
-  // packed per call.
+  // packed per call. Not where the blocks of channels do not share the cores evenly (3 on 2):
+  // row by row instead.
+  int64_t kb = 2 * (Target::host().vector_bytes / 4);
   for (int64_t stride : {1, 2}) {
-    int64_t C = stride == 1 ? 64 : 16, H = 14 * stride, K = stride == 1 ? 32 : 128;
+    int64_t C = stride == 1 ? 64 : 16, H = 14 * stride, K = stride == 1 ? 64 : 128;
     ops::Conv2dParams p{stride, stride, 1, 1, 1, 1, 1};
     Tensor X = placeholder({1, C, H, H}, float32, "X"), W = placeholder({K, C, 3, 3}, float32, "W");
     Tensor Y = ops::conv2d_nchw(X, W, p);
@@ -377,6 +379,14 @@ TEST(Ops, NchwDefaultChunksTheReductionWhereTheWeightsOutweighTheInput) {
     ref::expect_close(ref::run(rewritten, {X, W, Y}, {x, w})[0], want);
     ref::expect_close(run_default({X, W, Y}, {x, w})[0], want);
   }
+  Target two = Target::host();
+  two.num_cores = 2;
+  Tensor X = placeholder({1, 64, 14, 14}, float32, "X"), W = placeholder({3 * kb, 64, 3, 3}, float32, "W");
+  Tensor Y = ops::conv2d_nchw(X, W, {1, 1, 1, 1, 1, 1, 1});
+  Schedule uneven = ops::default_schedule({Y}, two, {W});
+  EXPECT_EQ(uneven.to_cpp().find(R"(split("rc")"), std::string::npos) << uneven.to_cpp();
+  Buffer x = ref::random(X.shape(), 7), w = ref::random(W.shape(), 8);
+  ref::expect_close(ref::run(uneven, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, {1, 1, 1, 1, 1, 1, 1}));
 }
 
 TEST(Ops, NchwDefaultChunksTheReductionOfSmallImagesWhereABlocksWeightsOutgrowL1) {
