@@ -686,7 +686,7 @@ void schedule_conv_nchw_pixels(Schedule& s, const std::string& out, int lanes, b
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, k, y, x, then the reduction
   int64_t kb = kPixelChannels, nv = pixel_vectors(target);
-  int64_t KO = (op->shape[1] + kb - 1) / kb, blocks = op->shape[0] * (op->shape[2] * op->shape[3] / (nv * lanes));
+  int64_t blocks = op->shape[0] * (op->shape[2] * op->shape[3] / (nv * lanes));  // whole blocks of pixels
   Axis p = o.fuse({axes[2], axes[3]});
   auto [ko, ki] = o.split(axes[1], kb);
   auto [po, pi] = o.split(p, nv * lanes);
@@ -712,6 +712,7 @@ void schedule_conv_nchw_pixels(Schedule& s, const std::string& out, int lanes, b
     // block of pixels stays in L1 while all the blocks of channels read it, the input was then read
     // from L2 or beyond once per block of channels: 256->64 at 56x56 321 -> 253, 144->32 at 28x28
     // 353 -> 338.
+    int64_t KO = (op->shape[1] + kb - 1) / kb;
     auto [share, kin] = o.split(ko, (KO + target.num_cores - 1) / target.num_cores);
     reorder({axes[0], share, po, kin});
     o.parallel(o.fuse({axes[0], share}));

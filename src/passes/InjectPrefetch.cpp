@@ -178,9 +178,8 @@ class Injector : public IRMutator {
     if (!loop || loop->var.name() != name) return body;
     // A parallel loop that partitioning split runs `if (v < cut) main else tail`: the main part's iterations
     // prefetch what the next ones read, the tail's (at its end, with little ahead) nothing.
-    const IfThenElse* parts = loop->body.as<IfThenElse>();
-    const LT* cut = parts && parts->else_case.defined() ? parts->cond.as<LT>() : nullptr;
-    if (cut && cut->a.same_as(loop->var) && cut->b.as<IntImm>()) {
+    int64_t cut = 0;
+    if (const IfThenElse* parts = parallel_parts_of(loop, &cut)) {
       auto with_body = [&](const Stmt& b) {
         return For::make(loop->var, loop->min, loop->extent, loop->for_kind, b, loop->thread_tag);
       };

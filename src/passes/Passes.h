@@ -29,6 +29,9 @@ Stmt storage_flatten(const Stmt& s, const std::vector<ArgBuffer>& args,
 // Drops conditions that always hold within their loops and splits guarded loops so the
 // bulk of their iterations runs without the guard (loop partitioning).
 Stmt remove_true_guards(const Stmt& s);
+// The parts of a parallel loop that remove_true_guards partitioned, `if (v < cut) main else tail`
+// (`cut` set), or null where `loop` is not one.
+const IfThenElse* parallel_parts_of(const For* loop, int64_t* cut);
 // Vectorized loops -> Ramp/Broadcast vector code.
 Stmt vectorize_loops(const Stmt& s);
 // Loops marked by Stage::prefetch -> prefetches of what the iterations ahead read, spread over

@@ -189,31 +189,37 @@ class GuardRemover : public IRMutator {
     return For::make(f->var, f->min, make_int(lanes), f->for_kind, body, f->thread_tag);
   }
 
-  // Iterations [from, to) of loop f, simplified for that range: a loop counting from 0
-  // again, or the body alone for a single iteration.
-  Stmt part(const For* f, int64_t from, int64_t to) {
-    Expr v = f->var;
+  // Loop f's body simplified for its iterations [from, to), with `from` for its variable where
+  // that is one iteration.
+  Stmt body_for(const For* f, int64_t from, int64_t to) {
     bounds[f->var.get()] = {from, to - 1};
     Stmt body = simplify(f->body, &bounds);
     bounds.erase(f->var.get());
-    if (to - from == 1) return simplify(substitute(body, f->var, make_int(from)), &bounds);
-    if (from > 0) body = substitute(body, f->var, v + make_int(from));
+    return to - from == 1 ? simplify(substitute(body, f->var, make_int(from)), &bounds) : body;
+  }
+
+  // Iterations [from, to) of loop f, simplified for that range: a loop counting from 0
+  // again, or the body alone for a single iteration.
+  Stmt part(const For* f, int64_t from, int64_t to) {
+    Stmt body = body_for(f, from, to);
+    if (to - from == 1) return body;
+    if (from > 0) body = substitute(body, f->var, Expr(f->var) + make_int(from));
     return For::make(f->var, make_int(0), make_int(to - from), f->for_kind, body, f->thread_tag);
   }
 
   // A parallel loop's parts stay in one parallel loop, each iteration running the part it falls in: a
   // part after the loop would run on one thread while the others wait (a 1x1 convolution at 14x14 ran
   // its 12 blocks of 16 pixels in parallel, then the last 4 pixels of all its channels on one core).
+  // The form is parallel_parts_of's.
   Stmt parallel_parts(const For* f, int64_t cut, int64_t ext) {
-    auto body_of = [&](int64_t from, int64_t to) {
+    auto mutated = [&](int64_t from, int64_t to) {
+      Stmt body = body_for(f, from, to);
       bounds[f->var.get()] = {from, to - 1};
-      Stmt body = simplify(f->body, &bounds);
-      if (to - from == 1) body = simplify(substitute(body, f->var, make_int(from)), &bounds);
       body = mutate(body);
       bounds.erase(f->var.get());
       return body;
     };
-    Stmt head = body_of(0, cut), tail = body_of(cut, ext);
+    Stmt head = mutated(0, cut), tail = mutated(cut, ext);
     return For::make(f->var, f->min, f->extent, f->for_kind,
                      IfThenElse::make(LT::make(f->var, make_int(cut)), head, tail), f->thread_tag);
   }
@@ -249,6 +255,14 @@ class GuardRemover : public IRMutator {
 };
 
 }  // namespace
+
+const IfThenElse* parallel_parts_of(const For* loop, int64_t* cut) {
+  const IfThenElse* parts = loop->body.as<IfThenElse>();
+  const LT* lt = parts && parts->else_case.defined() ? parts->cond.as<LT>() : nullptr;
+  if (loop->for_kind != ForKind::Parallel || !lt || !lt->a.same_as(loop->var) || !is_const_int(lt->b, cut))
+    return nullptr;
+  return parts;
+}
 
 Stmt remove_true_guards(const Stmt& s) {
   // Partitions may add as much code as there was (after unrolling), and some always:

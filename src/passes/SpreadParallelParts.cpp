@@ -21,13 +21,12 @@ class Spreader : public IRMutator {
  protected:
   Stmt visit(const For* op, const Stmt& s) override {
     Stmt body = mutate(op->body);
-    const IfThenElse* parts = body.as<IfThenElse>();
-    const LT* lt = parts && parts->else_case.defined() ? parts->cond.as<LT>() : nullptr;
+    Stmt loop =
+        body.same_as(op->body) ? s : For::make(op->var, op->min, op->extent, op->for_kind, body, op->thread_tag);
     int64_t n = 0, cut = 0;
+    const IfThenElse* parts = parallel_parts_of(loop.as<For>(), &cut);
     // (n + 1) * t stays within the loop variable's 32 bits below 46,341 iterations.
-    if (op->for_kind != ForKind::Parallel || !lt || !lt->a.same_as(op->var) || !is_const_int(lt->b, &cut) ||
-        !is_zero(op->min) || !is_const_int(op->extent, &n) || cut <= 0 || cut >= n || n > 46340)
-      return body.same_as(op->body) ? s : For::make(op->var, op->min, op->extent, op->for_kind, body, op->thread_tag);
+    if (!parts || !is_zero(op->min) || !is_const_int(op->extent, &n) || cut <= 0 || cut >= n || n > 46340) return loop;
     DType t = op->var.dtype();
     Var u(op->var.name() + ".spread", t), tails(op->var.name() + ".tails", t);
     Expr nn = make_int(n, t), tt = make_int(n - cut, t);
