@@ -697,3 +697,30 @@ TEST(Primitives, PrefetchFetchesWhatTheNextIterationReads) {
   ref::expect_error([&] { build(t, {m.A, m.B, m.C}, {.target = Target::parse("opencl")}); },
                     {"loop 'i' prefetches", "only CPU targets"});
 }
+
+// The same prefetch where the register block of output channels is partial (3 channels in
+// blocks of 2): the last block's nest is a copy of the reduction loop, which still counts as
+// the loop whose iterations read the rows, so the next block's 7 rows are fetched, 7 lines,
+// not the 13 lines of the span between them.
+TEST(Primitives, PrefetchFindsTheRowsThroughAPartialBlocksCopyOfTheLoop) {
+  Tensor X = placeholder({2, 7, 4, 8}, float32, "X"), W = placeholder({3, 7}, float32, "W");
+  Tensor Y = PackedPixelBlocks::conv(X, W);
+  std::vector<Tensor> args = {X, W, Y};
+  Buffer x = ref::random(X.shape(), 5), w = ref::random(W.shape(), 6);
+  Buffer want = ref::run(Schedule({Y}), args, {x, w})[0];
+  Schedule s({Y});
+  Stage y = s[Y];
+  auto [po, pi] = y.split(y.fuse({"k", "l"}), 16);
+  auto [jo, ji] = y.split("j", 2);
+  y.reorder({"i", po, jo, "c", ji, pi});
+  Axis blocks = y.fuse({"i", po});
+  y.parallel(blocks);
+  y.unroll(ji);
+  y.vectorize(pi);
+  y.prefetch(X, blocks);
+  ref::expect_close(ref::run(s, args, {x, w})[0], want);
+  std::string ir = lower(s, args).str();
+  EXPECT_NE(ir.find("prefetch(X[(((((i.k.l.fused.outer.fused + 1)/2)*224) + "
+                    "(((i.k.l.fused.outer.fused + 1) % 2)*16)) + (c*32))])"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find(".prefetch, 0"), std::string::npos) << ir;  // no loop over the lines of a span
+}

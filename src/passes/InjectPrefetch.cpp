@@ -77,6 +77,16 @@ int64_t constant(const Expr& e, const char* what, const std::string& loop) {
   return v;
 }
 
+// Whether two loops are one loop of the schedule: the copies that partitioning and
+// unswitching make of a loop (a partial register block's own nest) keep its variable.
+bool same_loop(const For* a, const For* b) {
+  auto equal = [](const Expr& x, const Expr& y) {
+    int64_t d = 1;
+    return is_const_int(simplify(x - y), &d) && d == 0;
+  };
+  return a == b || (a->var.get() == b->var.get() && equal(a->min, b->min) && equal(a->extent, b->extent));
+}
+
 // Replaces one statement node (by identity) with another.
 class Replace : public IRMutator {
  public:
@@ -212,7 +222,7 @@ class Injector : public IRMutator {
     for (const For* f : finder.reads[0].loops) {
       int64_t extent = 0;
       bool everywhere = std::all_of(finder.reads.begin(), finder.reads.end(), [&](const Read& r) {
-        return std::find(r.loops.begin(), r.loops.end(), f) != r.loops.end();
+        return std::any_of(r.loops.begin(), r.loops.end(), [&](const For* g) { return same_loop(f, g); });
       });
       if (!everywhere || !is_const_int(simplify(f->extent), &extent) || extent < 2) continue;
       std::optional<Footprint> found = iteration_range(loop, finder, buffer, f);
@@ -241,7 +251,7 @@ class Injector : public IRMutator {
     for (auto& r : finder.reads)
       for (const For* f : r.loops) {
         int64_t mn = constant(f->min, "start", name), ext = constant(f->extent, "extent", name);
-        inner[f->var.get()] = {mn, f == fixed ? mn : mn + ext - 1};
+        inner[f->var.get()] = {mn, fixed && same_loop(f, fixed) ? mn : mn + ext - 1};
       }
     auto at_iteration = [&](const Expr& e, int64_t p) {
       VarMap point{{loop->var.get(), make_int(p)}};
@@ -262,7 +272,7 @@ class Injector : public IRMutator {
         if (p == 0 && std::min(a.min, b.min) < lo[0]) {
           VarMap at_min;
           for (const For* f : r.loops)
-            if (f != fixed) at_min[f->var.get()] = f->min;
+            if (!fixed || !same_loop(f, fixed)) at_min[f->var.get()] = f->min;
           start = simplify(substitute(first_lane(r.index), at_min));
         }
         lo[p] = std::min({lo[p], a.min, b.min}), hi[p] = std::max({hi[p], a.max, b.max});
