@@ -7,7 +7,11 @@
  * latest verdict and supersedes older ones (measured, say, before the compiler or the
  * runtime changed). A log without finals (an interrupted run) counts each program at its
  * slowest measurement, not its luckiest. Measured records always beat estimated ones
- * (Record::estimate): an estimate wins only where nothing of the workload was measured. */
+ * (Record::estimate): an estimate wins only where nothing of the workload was measured.
+ * The previous block's winner, where it is measured in the latest block too, stays the
+ * winner unless another finalist's median is kKeepMargin faster: re-running the finals on a
+ * noisy machine (`tune --resume --trials 1 --finals 8`) should not trade a program for one
+ * that is only as fast. (Two blocks with nothing measured between them form one block.) */
 #include <map>
 #include <string>
 #include <utility>
@@ -16,6 +20,9 @@
 #include "autotune/Records.h"
 
 namespace tessel::autotune {
+
+// How much faster than the previous finals' winner a finalist must be to replace it.
+constexpr double kKeepMargin = 0.03;
 
 // The best record per (workload key, target key); its costs are the one cost it won on.
 std::map<std::pair<std::string, std::string>, Record> best_records(const std::vector<Record>& recs);

@@ -77,10 +77,7 @@ void add_stand_ins(const TuneOptions& opts, const std::vector<Record>& recs, Tas
 }  // namespace
 
 // The budget covers what the log already holds: re-running a killed command finishes it.
-int resume_log(const TuneOptions& opts, Tasks& tasks, HistoryRows& history) {
-  std::vector<std::string> warnings;
-  std::vector<Record> recs = read_log(opts.log, &warnings);
-  for (auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+int resume_log(const TuneOptions& opts, const std::vector<Record>& recs, Tasks& tasks, HistoryRows& history) {
   int loaded = 0;
   for (auto& rec : recs) {
     if (rec.target_key != opts.target.key()) continue;

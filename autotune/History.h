@@ -19,10 +19,10 @@ struct HistoryRows {
 
 using Tasks = std::vector<std::unique_ptr<TaskState>>;
 
-// --resume: the log's records of the tasks on this target join their measurements; records
+// --resume: the log's records (`recs`) of the tasks on this target join their measurements; records
 // of a stand-in CPU seed each task's first candidates and add rows. Returns the number of
 // records loaded (they count against the budget).
-int resume_log(const TuneOptions& opts, Tasks& tasks, HistoryRows& history);
+int resume_log(const TuneOptions& opts, const std::vector<Record>& recs, Tasks& tasks, HistoryRows& history);
 // --history: other workloads' records on this target become rows.
 void load_history(const TuneOptions& opts, const Tasks& tasks, HistoryRows& history);
 

@@ -28,6 +28,9 @@ struct TaskState {
   std::string default_key;  // this build's default schedule (a log may hold older defaults)
   std::set<std::string> measured_keys;
   std::vector<Measured> measured;
+  // The task's records on this target in its log, in log order: those the log held when the
+  // run began and those the run appended (the finals' verdict is the log's: Finals.h).
+  std::vector<Record> log;
   std::map<std::string, std::vector<float>> features;  // by candidate key
   TaskResult result;
   std::vector<double> best_history;  // best seconds after each round

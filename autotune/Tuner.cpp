@@ -47,7 +47,15 @@ class Tuner {
       tasks_.push_back(std::move(t));
     }
     if (!o.cost_model_in.empty()) model_.load(o.cost_model_in);
-    if (o.resume && !o.log.empty()) trials_ = loaded_trials_ = resume_log(opts_, tasks_, history_);
+    if (!o.log.empty()) {
+      std::vector<std::string> warnings;
+      std::vector<Record> recs = read_log(o.log, &warnings);
+      for (auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      for (auto& t : tasks_)
+        for (auto& r : recs)
+          if (r.workload_key == t->w.key() && r.target_key == opts_.target.key()) t->log.push_back(r);
+      if (o.resume) trials_ = loaded_trials_ = resume_log(opts_, recs, tasks_, history_);
+    }
     if (!o.history.empty() && o.use_cost_model) load_history(opts_, tasks_, history_);
     if (loaded_trials_ || !history_.rows.empty()) retrain();
     if (!o.log.empty()) writer_ = std::make_unique<LogWriter>(o.log);
@@ -150,7 +158,7 @@ class Tuner {
 
   // ---- records ----
   // A measurement as a log record, appended to the log.
-  Record log_record(const TaskState& t, const Candidate& c, const MeasureResult& r, int round = -1,
+  Record log_record(TaskState& t, const Candidate& c, const MeasureResult& r, int round = -1,
                     double predicted = std::nan("")) {
     Record rec = make_record(t.w, opts_.target);
     rec.round = round;
@@ -163,6 +171,7 @@ class Tuner {
     rec.build_seconds = r.build_seconds;
     rec.estimate = r.estimate;
     if (writer_) writer_->append(rec);
+    t.log.push_back(rec);
     return rec;
   }
 
@@ -291,8 +300,20 @@ class Tuner {
       else searched.push_back(&m);  // the search's programs, and older builds' defaults found in the log
     }
     std::sort(searched.begin(), searched.end(), [](auto* a, auto* b) { return a->seconds < b->seconds; });
+    // The previous finals' winner defends its place (Finals.h), so it runs in these finals too.
+    const Measured* incumbent = nullptr;
+    if (std::any_of(t.log.begin(), t.log.end(), [](const Record& r) { return r.message == kRemeasuredMessage; })) {
+      auto before = best_records(t.log);
+      if (!before.empty()) {
+        std::string key = candidate_of(before.begin()->second).key;
+        for (auto* m : searched)
+          if (m->cand.key == key) incumbent = m;
+      }
+    }
     searched.resize(std::min<size_t>(searched.size(), size_t(opts_.remeasure_top)));
     std::vector<const Measured*> finalists = searched;
+    if (incumbent && std::find(finalists.begin(), finalists.end(), incumbent) == finalists.end())
+      finalists.push_back(incumbent);
     if (dflt) finalists.push_back(dflt);
     if (finalists.empty()) return;
     std::vector<std::vector<Step>> steps;
@@ -306,7 +327,8 @@ class Tuner {
         finals.push_back(log_record(t, finalists[i]->cand, res[i]));
       }
     }
-    auto best = best_records(finals);  // the rule every lookup of the log applies
+    if (finals.empty()) return;
+    auto best = best_records(t.log);  // the rule every lookup of the log applies
     if (best.empty()) return;
     const Record& winner = best.begin()->second;
     t.result.best_seconds = winner.mean_cost();

@@ -889,6 +889,50 @@ TEST(Autotune, LookupChoosesByTheFinalsElseBySlowestMeasurement) {
   ASSERT_TRUE(best.has_value());
   EXPECT_EQ(steps_to_json(best->steps), steps_to_json(p.steps));
   EXPECT_DOUBLE_EQ(best->seconds, 1.0e-3);
+  // The finals re-run on a noisy machine: Q 2% faster than P, the winner before, does not
+  // replace it (kKeepMargin); 5% faster, it does.
+  auto rerun = [&](double q_cost) {
+    LogWriter log(with_finals);
+    r.costs = {4e-3}, log.append(r);
+    for (int round = 0; round < 3; ++round) p.costs = {1.0e-3}, log.append(p), q.costs = {q_cost}, log.append(q);
+  };
+  rerun(0.98e-3);
+  best = best_schedule(with_finals, w);
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(steps_to_json(best->steps), steps_to_json(p.steps));
+  EXPECT_DOUBLE_EQ(best->seconds, 1.0e-3);
+  rerun(0.95e-3);
+  best = best_schedule(with_finals, w);
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(steps_to_json(best->steps), steps_to_json(q.steps));
+  EXPECT_DOUBLE_EQ(best->seconds, 0.95e-3);
+}
+
+// Resumed finals measure the previous finals' winner again even where the search's timings
+// leave it out of the best few, so that it can defend its place.
+TEST(Autotune, ResumedFinalsMeasureThePreviousWinnerAgain) {
+  Workload w = make_workload("matmul", parse_shape("M=32,N=32,K=32"));
+  TuneOptions o = small(2);
+  o.log = tmp("incumbent.json");
+  std::remove(o.log.c_str());
+  Record p = make_record(w, Target::host()), q = p;
+  p.steps = {Step{Step::Split, "C", {"i"}, {4}, "", {}}};
+  q.steps = {Step{Step::Split, "C", {"j"}, {4}, "", {}}};
+  {
+    LogWriter log(o.log);
+    p.costs = {1e-3}, log.append(p);  // the search: P looked faster
+    q.costs = {2e-3}, log.append(q);
+    p.message = q.message = kRemeasuredMessage;  // the finals: Q won
+    for (int round = 0; round < 3; ++round) p.costs = {2e-3}, log.append(p), q.costs = {1e-3}, log.append(q);
+  }
+  o.resume = true;
+  o.remeasure_top = 1;  // P alone by the search's timings
+  tune(w, o);
+  auto recs = read_log(o.log);
+  int q_finals = 0;
+  for (size_t i = 8; i < recs.size(); ++i)
+    if (recs[i].message == kRemeasuredMessage && steps_to_json(recs[i].steps) == steps_to_json(q.steps)) ++q_finals;
+  EXPECT_EQ(q_finals, 3);
 }
 
 TEST(Autotune, RecordWithALayoutRewriteRebuildsFromTheUsersWeights) {
