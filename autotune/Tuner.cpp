@@ -336,7 +336,7 @@ class Tuner {
     if (t.w.flops > 0) t.result.best_gflops = t.w.flops / t.result.best_seconds / 1e9;
     std::vector<double> dflt_rounds;
     for (auto& f : finals)
-      if (dflt && f.decisions.empty()) dflt_rounds.push_back(f.min_cost());
+      if (dflt && candidate_of(f).key == t.default_key) dflt_rounds.push_back(f.min_cost());  // not older defaults
     if (!dflt_rounds.empty()) {
       t.result.default_seconds = median(dflt_rounds);
       t.result.default_gflops = t.w.flops > 0 ? t.w.flops / t.result.default_seconds / 1e9 : 0;
