@@ -395,7 +395,7 @@ TEST(Ops, NchwDefaultChunksTheReductionOfSmallImagesWhereABlocksWeightsOutgrowL1
   // input channels (a block's weights within L1), row by row. With AVX2 in chunks either way
   // (blocks of fused pixels: see NchwDefaultBlocksFusedPixelsOfNarrowImagesWithAvx2).
   Target t = Target::host();
-  int64_t kb = 2 * (t.vector_bytes / 4), K = 8 * t.num_cores * kb, fit = 48 * 1024 / (4 * kb);
+  int64_t kb = 2 * (t.vector_bytes / 4), K = 4 * t.num_cores * kb, fit = 48 * 1024 / (4 * kb);
   for (int64_t C : {fit + kb, fit / 2}) {
     Tensor X = placeholder({1, C, 7, 7}, float32, "X"), W = placeholder({K, C, 1, 1}, float32, "W");
     Tensor Y = ops::conv2d_nchw(X, W, {});
@@ -404,6 +404,30 @@ TEST(Ops, NchwDefaultChunksTheReductionOfSmallImagesWhereABlocksWeightsOutgrowL1
     EXPECT_EQ(s.to_cpp().find(R"(split("rc")") != std::string::npos, chunks) << C << "\n" << s.to_cpp();
     Buffer x = ref::random(X.shape(), 19), w = ref::random(W.shape(), 20);
     ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, {}));
+  }
+}
+
+TEST(Ops, NchwOneByOneRunsInputRowsThroughTheWeightsWhereARowFitsL1) {
+  // A 1x1 layer whose input outgrows L1 while one row of all its channels fits a third of it,
+  // with at least 8 blocks of output channels a core: each core takes its share of the blocks
+  // and every row, the row copied into a dense block (X.local) first. Not where the whole input
+  // fits in L1, nor where the blocks are fewer.
+  for (int cores : {1, 2}) {
+    Target t = Target::host();
+    t.num_cores = cores;
+    int64_t kb = 2 * (t.vector_bytes / 4);
+    struct Case { int64_t C, H, K; bool rows; };
+    for (Case c : {Case{256, 7, 8 * cores * kb, true}, Case{96, 7, 8 * cores * kb, false},
+                   Case{256, 7, 4 * cores * kb, false}}) {
+      Tensor X = placeholder({1, c.C, c.H, c.H}, float32, "X"), W = placeholder({c.K, c.C, 1, 1}, float32, "W");
+      Tensor Y = ops::conv2d_nchw(X, W, {});
+      Schedule s = ops::default_schedule({Y}, t, {W});
+      std::string cpp = s.to_cpp();
+      bool rows = c.rows && t.vector_registers >= 32;  // with AVX2 the fused pixels
+      EXPECT_EQ(cpp.find(R"(s.cache_read(s.tensor("X"), "local")") != std::string::npos, rows) << c.C << "\n" << cpp;
+      Buffer x = ref::random(X.shape(), 23), w = ref::random(W.shape(), 24);
+      ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, {}));
+    }
   }
 }
 
