@@ -584,15 +584,17 @@ TEST(Ops, NchwDepthwiseOfNarrowRowsRunsOverThePixels) {
 TEST(Ops, NchwDepthwiseAtStrideOneComputesABlockOfRows) {
   // At stride 1 a block of output rows (a divisor of the rows, at most a third of the vector
   // registers the 9 weights leave: 2 with AVX2, 7 with AVX-512) accumulates together, so that
-  // each input row's loads serve the rows reading it; at stride 2 blocks of 2 rows with AVX-512
-  // (where the rows are even), one row at a time with AVX2; with a prime number of rows, one.
+  // each input row's loads serve the rows reading it (with a prime number of rows, one); at
+  // stride 2 blocks of 2 rows with AVX-512 (13 rows too, the last block partial), one row at a
+  // time with AVX2.
   for (const char* cpu : {"haswell", "skylake-avx512"}) {
     Target t = Target::parse(std::string("llvm -mcpu=") + cpu);
     std::vector<std::array<int64_t, 3>> shapes = {{14, 20, 1}, {28, 40, 1}, {13, 20, 1}, {28, 40, 2}, {26, 40, 2}};
     for (auto [H, W, stride] : shapes) {
       int64_t C = 3, OH = (H - 1) / stride + 1, rows = 1;
-      for (int64_t d = 1; d <= (stride == 1 ? (t.vector_registers - 9) / 3 : t.vector_registers >= 32 ? 2 : 1); ++d)
+      for (int64_t d = 1; d <= (t.vector_registers - 9) / 3 && stride == 1; ++d)
         if (OH % d == 0) rows = d;
+      if (stride == 2 && t.vector_registers >= 32) rows = 2;
       ops::Conv2dParams p{int(stride), int(stride), 1, 1, 1, 1, 1};
       Tensor X = placeholder({1, C, H, W}, float32, "X"), Wt = placeholder({C, 1, 3, 3}, float32, "W");
       Tensor Y = ops::depthwise_conv2d_nchw(X, Wt, p);
