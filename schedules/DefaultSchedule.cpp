@@ -550,13 +550,13 @@ void block_weights(Schedule& s, const std::string& acc, int64_t kb, bool constan
 
 // Whether a 1x1 NCHW convolution runs its input rows through the weights
 // (schedule_conv_nchw_input_rows, measured with AVX-512): where its whole input outgrows L1
-// (48 KB) but one input row of all channels (C x OW) fits in a third of it, each core's share
+// (48 KB) but one input row of all channels (C x OW) fits in two thirds of it, each core's share
 // of the blocks of output channels is at least 8 blocks (shared evenly) and its weights fit in
 // half of L2 (1 MB).
 bool streams_weights_past_input_rows(const OperationNode* op, int64_t kb, const Target& target) {
   int64_t C = op->reduce_axis[0].extent(), H = op->shape[2], W = op->shape[3], bytes = op->dtype.bytes();
   int64_t blocks = (op->shape[1] + kb - 1) / kb;
-  return C * H * W * bytes > 48 * 1024 && C * W * bytes <= 16 * 1024 && blocks % target.num_cores == 0 &&
+  return C * H * W * bytes > 48 * 1024 && C * W * bytes <= 32 * 1024 && blocks % target.num_cores == 0 &&
          blocks / target.num_cores >= 8 && C * op->shape[1] * bytes / target.num_cores <= (1 << 20);
 }
 
@@ -566,8 +566,9 @@ bool streams_weights_past_input_rows(const OperationNode* op, int64_t kb, const 
 // blocks read, while their weights stream from L2 in order. Channel blocks outermost, each
 // block reads the rows from the image's planes again (C lines a row, a plane apart). AVX-512,
 // alternating runs, 1 / 2 threads: 256->1024 at 14x14 155 -> 179 / 307 -> 374 GFLOP/s, 320->1280
-// at 7x7 147 -> 164 / 318 -> 334. Where the whole input fits in L1 (160->960 at 7x7) it ran 3%
-// slower, where a core's weights filled L2 (512->2048 at 7x7) 27% slower.
+// at 7x7 147 -> 164 / 318 -> 334, 512->1024 at 14x14 (rows of 28 KB) 156 -> 161 / 319 -> 350.
+// Where the whole input fits in L1 (160->960 at 7x7) it ran 3% slower, where a core's weights
+// filled L2 (512->2048 at 7x7) 27% slower, with rows of 56 KB (1024->256 at 14x14) 2-11% slower.
 void schedule_conv_nchw_input_rows(Schedule& s, const std::string& out, const std::string& acc, int64_t kb,
                                    int64_t reg, const Target& target) {
   const OperationNode* op = op_of(s, out);
