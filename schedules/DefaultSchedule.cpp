@@ -972,9 +972,9 @@ void schedule_depthwise(Schedule& s, const std::string& out, const std::string& 
   // At a stride, with AVX-512's registers, blocks of 2 rows: the rows share the input row
   // between them (its loads and shuffles) and each is a chain of dependent FMAs that the other's
   // overlaps. AVX-512, alternating runs, 1 / 2 threads: 3x3 stride 2 144@56 +10% / +16%, 192@28
-  // +23% / +21%, 576@14 +18% / +16%, 96@112 the same; 5x5 stride 2 144@56 +32% / +36%, 672@14
-  // +18% / +18%; 7 rows too, the last block partial: 576@14 +17% / +14%, 5x5 672@14 +14% / +21%.
-  // Blocks of 4 or 7 rows gained less (+2-9%). With AVX2 blocks of rows were no faster.
+  // +23% / +21%, 96@112 the same; 5x5 stride 2 144@56 +32% / +36%; 7 rows too, the last block
+  // partial: 576@14 +17% / +14%, 5x5 672@14 +14% / +21%. Blocks of 4 or 7 rows gained less
+  // (+2-9%). With AVX2 blocks of rows were no faster.
   if (!unit && target.vector_registers >= 32) yb = std::min<int64_t>(OH, 2);
   // A window of more taps than registers (5x5 with AVX2) holds none of its weights: each is a
   // broadcast from L1 shared by the block's rows, and a row alone would be one chain of 25
