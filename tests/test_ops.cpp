@@ -602,6 +602,8 @@ TEST(Ops, NchwDepthwiseAtStrideOneComputesABlockOfRows) {
       std::string split = R"(s["dwconv"].split("k", )" + std::to_string(rows) + ");";
       EXPECT_NE(s.to_cpp().find(split), std::string::npos) << cpu << " " << H << "x" << W << " stride " << stride
                                                             << "\n" << s.to_cpp();
+      // the block's rows stored out unrolled (their accumulators stay in registers)
+      EXPECT_NE(s.to_cpp().find(R"(s["dwconv"].unroll("k.inner");)"), std::string::npos) << s.to_cpp();
       if (t.avx512() && !Target::host().avx512()) continue;  // runs only where the CPU can
       Buffer x = ref::random(X.shape(), 13), w = ref::random(Wt.shape(), 14);
       p.groups = int(C);
