@@ -21,7 +21,13 @@ struct Verdict {
 Verdict verdict(const std::vector<const Record*>& rs, size_t n) {
   size_t end = n, begin;
   while (end > 0 && rs[end - 1]->message != kRemeasuredMessage) --end;
-  for (begin = end; begin > 0 && rs[begin - 1]->message == kRemeasuredMessage;) --begin;
+  // The latest run's finals: back from the end while no program has run more than its rounds
+  // (an earlier run's finals may follow with nothing measured between them).
+  std::map<std::string, int> rounds;
+  for (begin = end; begin > 0 && rs[begin - 1]->message == kRemeasuredMessage &&
+                    rounds[steps_to_json(rs[begin - 1]->steps)] < kFinalRounds;
+       --begin)
+    ++rounds[steps_to_json(rs[begin - 1]->steps)];
   std::map<std::string, Program> progs;
   bool any_measured = std::any_of(rs.begin(), rs.begin() + n, [](const Record* r) { return r->ok() && !r->estimate; });
   for (size_t i = 0; i < n; ++i) {

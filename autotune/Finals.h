@@ -11,7 +11,8 @@
  * The previous block's winner, where it is measured in the latest block too, stays the
  * winner unless another finalist's median is kKeepMargin faster: re-running the finals on a
  * noisy machine (`tune --resume --trials 1 --finals 8`) should not trade a program for one
- * that is only as fast. (Two blocks with nothing measured between them form one block.) */
+ * that is only as fast. Two runs' finals with nothing measured between them are told apart by
+ * their rounds: a run measures each finalist kFinalRounds times. */
 #include <map>
 #include <string>
 #include <utility>
@@ -23,6 +24,8 @@ namespace tessel::autotune {
 
 // How much faster than the previous finals' winner a finalist must be to replace it.
 constexpr double kKeepMargin = 0.03;
+// Rounds of the finals: each finalist is measured this many times (Tuner::remeasure_best).
+constexpr int kFinalRounds = 3;
 
 // The best record per (workload key, target key); its costs are the one cost it won on.
 std::map<std::pair<std::string, std::string>, Record> best_records(const std::vector<Record>& recs);

@@ -24,7 +24,6 @@
 namespace tessel::autotune {
 namespace {
 
-constexpr int kFinalRounds = 3;  // rounds of the finals (see remeasure_best)
 
 class Tuner {
  public:

@@ -911,6 +911,17 @@ TEST(Autotune, LookupChoosesByTheFinalsElseBySlowestMeasurement) {
   ASSERT_TRUE(best.has_value());
   EXPECT_EQ(steps_to_json(best->steps), steps_to_json(q.steps));
   EXPECT_DOUBLE_EQ(best->seconds, 0.95e-3);
+  // Two runs' finals with nothing measured between them (`--resume --trials 1` twice) are two
+  // verdicts, told apart by their rounds: Q, the winner before, 1% faster than P, stays. Pooled
+  // into one block, the verdict before them (P) would have been the one kept.
+  {
+    LogWriter log(with_finals);
+    for (int round = 0; round < 3; ++round) p.costs = {1.0e-3}, log.append(p), q.costs = {0.99e-3}, log.append(q);
+  }
+  best = best_schedule(with_finals, w);
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(steps_to_json(best->steps), steps_to_json(q.steps));
+  EXPECT_DOUBLE_EQ(best->seconds, 0.99e-3);
 }
 
 // Resumed finals measure the previous finals' winner again even where the search's timings
