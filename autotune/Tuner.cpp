@@ -50,9 +50,11 @@ class Tuner {
       std::vector<std::string> warnings;
       std::vector<Record> recs = read_log(o.log, &warnings);
       for (auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-      for (auto& t : tasks_)
-        for (auto& r : recs)
-          if (r.workload_key == t->w.key() && r.target_key == opts_.target.key()) t->log.push_back(r);
+      std::map<std::string, TaskState*> by_key;
+      for (auto& t : tasks_) by_key[t->w.key()] = t.get();
+      for (auto& r : recs)
+        if (auto it = by_key.find(r.workload_key); it != by_key.end() && r.target_key == opts_.target.key())
+          it->second->log.push_back(r);
       if (o.resume) trials_ = loaded_trials_ = resume_log(opts_, recs, tasks_, history_);
     }
     if (!o.history.empty() && o.use_cost_model) load_history(opts_, tasks_, history_);

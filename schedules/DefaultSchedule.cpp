@@ -968,14 +968,14 @@ void schedule_depthwise(Schedule& s, const std::string& out, const std::string& 
   int64_t OH = op->shape[2], OW = op->shape[3];
   bool unit = column_stride(aop) == 1;
   int64_t taps = reduction_steps(aop), block = std::max<int64_t>(1, (target.vector_registers - taps) / 3);
-  int64_t vw = std::min<int64_t>(OW, lanes), yb = unit ? divisor_at_most(OH, block) : 1;
   // At a stride, with AVX-512's registers, blocks of 2 rows: the rows share the input row
   // between them (its loads and shuffles) and each is a chain of dependent FMAs that the other's
   // overlaps. AVX-512, alternating runs, 1 / 2 threads: 3x3 stride 2 144@56 +10% / +16%, 192@28
   // +23% / +21%, 96@112 the same; 5x5 stride 2 144@56 +32% / +36%; 7 rows too, the last block
   // partial: 576@14 +17% / +14%, 5x5 672@14 +14% / +21%. Blocks of 4 or 7 rows gained less
   // (+2-9%). With AVX2 blocks of rows were no faster.
-  if (!unit && target.vector_registers >= 32) yb = std::min<int64_t>(OH, 2);
+  int64_t vw = std::min<int64_t>(OW, lanes);
+  int64_t yb = unit ? divisor_at_most(OH, block) : target.vector_registers >= 32 ? std::min<int64_t>(OH, 2) : 1;
   // A window of more taps than registers (5x5 with AVX2) holds none of its weights: each is a
   // broadcast from L1 shared by the block's rows, and a row alone would be one chain of 25
   // dependent FMAs. Blocks of 2 rows, at any stride; of up to half the registers' rows where a
