@@ -431,6 +431,30 @@ TEST(Ops, NchwOneByOneRunsInputRowsThroughTheWeightsWhereARowFitsL1) {
   }
 }
 
+TEST(Ops, NchwOneByOnePrefetchesTheNextBlockOfPixelsWhereTheInputOutgrowsL2) {
+  // A 1x1 layer over fused pixels whose input outgrows a core's L2 (2 MB), read by at most 16
+  // blocks of output channels: each block of pixels runs in two halves of its channel blocks
+  // in the parallel loop, each fetching the next block's panel ahead (AVX-512). Not with 17
+  // blocks, nor under 2 MB of input; with AVX2 not at all.
+  struct Case { int64_t C, H, K; bool prefetch; };
+  for (std::string cpu : {"haswell", "skylake-avx512"}) {
+    BuildOptions o;
+    o.target = Target::parse("llvm -mcpu=" + cpu);
+    for (Case c : {Case{256, 48, 64, true}, Case{256, 48, 17 * 6, false}, Case{256, 40, 64, false}}) {
+      Tensor X = placeholder({1, c.C, c.H, c.H}, float32, "X"), W = placeholder({c.K, c.C, 1, 1}, float32, "W");
+      Tensor Y = ops::conv2d_nchw(X, W, {});
+      Schedule s = ops::default_schedule({Y}, o.target, {W});
+      std::string cpp = s.to_cpp();
+      bool prefetch = c.prefetch && o.target.avx512();
+      EXPECT_EQ(cpp.find(R"(s["conv"].prefetch(s.tensor("X"))") != std::string::npos, prefetch) << c.K << "\n" << cpp;
+      if (prefetch) EXPECT_NE(cpp.find(R"(s["conv"].split("j.outer", 6);)"), std::string::npos) << cpp;
+      if (cpu != "haswell" && !Target::host().avx512()) continue;  // runs only where the CPU can
+      Buffer x = ref::random(X.shape(), 25), w = ref::random(W.shape(), 26);
+      ref::expect_close(ref::run(s, {X, W, Y}, {x, w}, o)[0], ref::conv2d_nchw(x, w, {}));
+    }
+  }
+}
+
 TEST(Ops, NchwDefaultBlocksTwoRowsOfANarrowImageWhereUnchunkedWeightsOutgrowL1) {
   // 7x7 output, blocks of output channels (two vectors) with more than 48 KB of weights each:
   // where the blocks do not share evenly among the cores (so the reduction is not chunked), a
