@@ -671,13 +671,17 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
   o.reorder({axes[0], ko, ki, axes[2], axes[3]});
   Axis f = o.fuse({axes[0], ko});
   o.parallel(f);
-  if (pixels) {
+  if (pixels || target.vector_registers >= 32) {
     // Copied out over the fused pixels, a vector of pixels x the kb channels at a time: each
     // is a tile of the accumulators that the back end transposes in registers, where rows of 7
     // or 14 columns were read a column at a time (a gather a row). Zen 3, 1 thread, alternating
     // runs: 96->576 at 14x14 68 -> 83 GFLOP/s, 1024->256 74 -> 83, 160->960 at 7x7 65 -> 78,
     // 512->2048 76 -> 80; not the 3x3 layers' copy (256@14, 128@28: as fast, 256@28 stride 2
-    // 84 -> 80), a small part of their time.
+    // 84 -> 80), a small part of their time. With AVX-512 every chunked layer's rows too, whole
+    // planes stored a vector at a time instead of rows in masked parts: alternating runs, 2 / 1
+    // threads, 512->2048 at 7x7 +6% / +2%, 960->320 +2% / +3%, 1024->256 at 14x14 +5% / +4%,
+    // 1024->512 +4% / +3%; 3x3 128@28 +5% / +6%, 256@14 +2% / +3%, 256@28 stride 2 +1%, 512@7 0 /
+    // +3%; 5x5 96->256 at 27x27 +2%; 2048->512 at 7x7 and 3x3 512@14 stride 2 the same.
     auto [po, pi] = o.split(o.fuse({axes[2], axes[3]}), lanes);
     o.reorder({f, po, ki, pi});
     o.vectorize(pi);

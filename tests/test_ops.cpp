@@ -362,9 +362,9 @@ TEST(Ops, NchwDefaultRunsAShortReductionOverThePixelsEndingInANarrowerVector) {
 TEST(Ops, NchwDefaultChunksTheReductionWhereTheWeightsOutweighTheInput) {
   // Weights larger than the input, output of 14x14: each block of output channels
   // accumulates over the whole image while the input channels run in chunks (their weights
-  // within L1), then is copied out to NCHW rows. Stride 1 and 2, weights rewritten once or
-  // packed per call. Not where the blocks of channels do not share the cores evenly (3 on 2):
-  // row by row instead.
+  // within L1), then is copied out to NCHW rows (with 32 registers over the fused pixels: whole
+  // vectors of a plane). Stride 1 and 2, weights rewritten once or packed per call. Not where the
+  // blocks of channels do not share the cores evenly (3 on 2): row by row instead.
   int64_t kb = 2 * (Target::host().vector_bytes / 4);
   for (int64_t stride : {1, 2}) {
     int64_t C = stride == 1 ? 64 : 16, H = 14 * stride, K = stride == 1 ? 64 : 128;
@@ -376,6 +376,8 @@ TEST(Ops, NchwDefaultChunksTheReductionWhereTheWeightsOutweighTheInput) {
     Schedule rewritten = ops::default_schedule({Y}, Target::host(), {W});
     std::string cpp = rewritten.to_cpp();
     EXPECT_NE(cpp.find(R"(split("rc")"), std::string::npos) << cpp;
+    EXPECT_EQ(cpp.find(R"(s["conv"].fuse({"k", "l"});)") != std::string::npos,
+              Target::host().vector_registers >= 32) << cpp;
     ref::expect_close(ref::run(rewritten, {X, W, Y}, {x, w})[0], want);
     ref::expect_close(run_default({X, W, Y}, {x, w})[0], want);
   }
