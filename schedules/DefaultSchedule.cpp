@@ -718,6 +718,17 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
 constexpr int64_t kPixelChannels = 6;  // output channels in a register block of schedule_conv_nchw_pixels
 int64_t pixel_vectors(const Target& target) { return std::max<int64_t>(1, accumulators(target) / kPixelChannels); }
 
+// Whether schedule_conv_nchw_pixels fetches the next block of pixels' input panel ahead: where
+// the input outgrows a core's L2 (2 MB), so that each block's panel first comes from L3 or
+// memory, a row segment per channel plane that no hardware prefetcher follows, and at most 16
+// blocks of output channels read it (with more, the first block's wait is a small part of them).
+bool prefetches_next_panel(const OperationNode* op, int64_t kb, const Target& target) {
+  const OperationNode* x = op->inputs()[0].get();
+  int64_t bytes = x->dtype.bytes();
+  for (int64_t d : x->shape) bytes *= d;
+  return target.vector_registers >= 32 && bytes > (2 << 20) && (op->shape[1] + kb - 1) / kb <= 16;
+}
+
 // A 1x1 convolution in NCHW whose pixels fuse into one axis (image_axes_fuse) as a GEMM,
 // accumulated in place: blocks of 6 output channels x pixel_vectors() of pixels in
 // registers, the whole reduction inside, each weight one broadcast and each input row
@@ -730,17 +741,6 @@ int64_t pixel_vectors(const Target& target) { return std::max<int64_t>(1, accumu
 // block of channels reading them again from L2, and at 14x14 a segment straddles two lines.
 // ResNet-50's 1x1 layers at 2 threads (AVX2): 28x28 3-5% faster packed, 14x14 (then no
 // longer channel-blocked) 4-8%, 56x56 the same.
-// Whether schedule_conv_nchw_pixels fetches the next block of pixels' input panel ahead: where
-// the input outgrows a core's L2 (2 MB), so that each block's panel first comes from L3 or
-// memory, a row segment per channel plane that no hardware prefetcher follows, and at most 16
-// blocks of output channels read it (with more, the first block's wait is a small part of them).
-bool prefetches_next_panel(const OperationNode* op, int64_t kb, const Target& target) {
-  const OperationNode* x = op->inputs()[0].get();
-  int64_t bytes = x->dtype.bytes();
-  for (int64_t d : x->shape) bytes *= d;
-  return target.vector_registers >= 32 && bytes > (2 << 20) && (op->shape[1] + kb - 1) / kb <= 16;
-}
-
 void schedule_conv_nchw_pixels(Schedule& s, const std::string& out, int lanes, bool pack, const Target& target) {
   const OperationNode* op = op_of(s, out);
   Stage o = s[out];
