@@ -359,6 +359,26 @@ TEST(CodeGen, PaddedReadsAreMaskedVectorLoads) {
   }
 }
 
+// A padded read's select(c, X[i] if c, 0) is the masked load alone, its inactive lanes read as
+// zero (a zero-masking load): no select (a blend or an and with the mask) after it, one more
+// instruction for each of a padded depthwise window's taps.
+TEST(CodeGen, PaddedReadsNeedNoSelectAfterTheMaskedLoad) {
+  Tensor X = placeholder({4, 13}, float32, "X");
+  Tensor P = ops::pad(X, {0, 1}, {0, 2}, 0.0, "P");  // [4, 16]
+  Schedule s({P});
+  s[P].vectorize("j");
+  Module m = build(s, {X, P});
+  std::string ir = m.llvm_ir();
+  EXPECT_NE(ir.find("masked.load"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find(" select "), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("shufflevector"), std::string::npos) << ir;
+  Buffer x = ref::random(X.shape(), 5), p({4, 16}, float32);
+  m(x, p);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 16; ++j)
+      ASSERT_FLOAT_EQ(p.get(i * 16 + j), j >= 1 && j < 14 ? float(x.get(i * 13 + j - 1)) : 0.0f) << i << "," << j;
+}
+
 // A stride-2 window's taps 2j + 1, 2j + 2, 2j + 3 read two phases of the same elements: the
 // reads of one statement share one load of each span (two spans, not three loads), and only
 // of the elements read: the row ends at the last tap's last element.

@@ -1,5 +1,6 @@
 #include "codegen/CodeGenLLVM.h"
 
+#include <cmath>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -15,6 +16,13 @@ namespace {
 // Scratch buffers up to this size live on the stack (entry-block allocas, which LLVM can
 // promote to registers); larger ones come from the heap.
 constexpr int64_t kMaxStackBytes = 256 * 1024;
+
+// Whether e is a floating-point +0 (or a vector of them).
+bool is_float_zero(const Expr& e) {
+  if (const Broadcast* b = e.as<Broadcast>()) return is_float_zero(b->value);
+  const FloatImm* f = e.as<FloatImm>();
+  return f && f->value == 0 && !std::signbit(f->value);
+}
 
 class CodeGen {
  public:
@@ -180,6 +188,14 @@ class CodeGen {
       case NodeKind::Not: return b_.CreateNot(emit(static_cast<const Not*>(n)->a));
       case NodeKind::Select: {
         auto* s = static_cast<const Select*>(n);
+        // A padded window's tap, select(c, X[i] if c, 0): the masked load alone, whose inactive
+        // lanes read as zero (a zero-masking load), where LLVM turned the select with a constant
+        // mask into a blend (or an and) after the load, one more instruction a tap.
+        const Load* l = s->t.as<Load>();
+        Expr base;
+        if (l && l->predicate.defined() && l->type.is_vector() && dense(l->index, &base) && is_float_zero(s->f) &&
+            equal(l->predicate, s->cond))
+          return load(l);
         return b_.CreateSelect(emit(s->cond), emit(s->t), emit(s->f));
       }
       case NodeKind::Call: return call(static_cast<const Call*>(n));
@@ -465,7 +481,9 @@ class CodeGen {
         v = b_.CreateShuffleVector(b_.CreateMaskedLoad(wide, p, elem_align(et), first_lanes(t.lanes, w)),
                                    lane_indices(t.lanes, t.lanes));
       } else {
-        v = mask ? static_cast<llvm::Value*>(b_.CreateMaskedLoad(mem_type(t), p, elem_align(et), mask))
+        // Inactive lanes read as zero (see the Select case).
+        v = mask ? static_cast<llvm::Value*>(b_.CreateMaskedLoad(mem_type(t), p, elem_align(et), mask,
+                                                                 llvm::Constant::getNullValue(mem_type(t))))
                  : b_.CreateAlignedLoad(mem_type(t), p, elem_align(et));
       }
     } else if (int64_t stride = small_stride(l->index); stride && !et.is_bool()) {
