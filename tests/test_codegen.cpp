@@ -359,9 +359,9 @@ TEST(CodeGen, PaddedReadsAreMaskedVectorLoads) {
   }
 }
 
-// A padded read's select(c, X[i] if c, 0) is the masked load alone, its inactive lanes read as
-// zero (a zero-masking load): no select (a blend or an and with the mask) after it, one more
-// instruction for each of a padded depthwise window's taps.
+// A padded read's select(c, X[i] if c, 0), dense or at stride 2, is the masked load alone, its
+// inactive lanes read as zero (a zero-masking load): no select (a blend or an and with the mask)
+// after it, one more instruction for each of a padded depthwise window's taps.
 TEST(CodeGen, PaddedReadsNeedNoSelectAfterTheMaskedLoad) {
   Tensor X = placeholder({4, 13}, float32, "X");
   Tensor P = ops::pad(X, {0, 1}, {0, 2}, 0.0, "P");  // [4, 16]
@@ -374,9 +374,24 @@ TEST(CodeGen, PaddedReadsNeedNoSelectAfterTheMaskedLoad) {
   EXPECT_EQ(ir.find("shufflevector"), std::string::npos) << ir;
   Buffer x = ref::random(X.shape(), 5), p({4, 16}, float32);
   m(x, p);
+  auto padded = [&](int64_t i, int64_t j) { return j >= 1 && j < 14 ? float(x.get(i * 13 + j - 1)) : 0.0f; };
   for (int64_t i = 0; i < 4; ++i)
-    for (int64_t j = 0; j < 16; ++j)
-      ASSERT_FLOAT_EQ(p.get(i * 16 + j), j >= 1 && j < 14 ? float(x.get(i * 13 + j - 1)) : 0.0f) << i << "," << j;
+    for (int64_t j = 0; j < 16; ++j) ASSERT_FLOAT_EQ(p.get(i * 16 + j), padded(i, j)) << i << "," << j;
+  // Read at stride 2 through the inlined padding (a strided depthwise window's taps): the masked
+  // read of the span alone too.
+  Tensor S = compute({4, 8}, [&](Var i, Var j) { return P(i, j * 2 + 1) * 3.0f; }, "S");
+  Schedule t({S});
+  t[P].compute_inline();
+  t[S].vectorize("j");
+  Module ms = build(t, {X, S});
+  ir = ms.llvm_ir();
+  EXPECT_NE(ir.find("masked.load"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find(" select "), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("insertelement"), std::string::npos) << ir;  // the padding's lane, zeroed again
+  Buffer out({4, 8}, float32);
+  ms(x, out);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 8; ++j) ASSERT_FLOAT_EQ(out.get(i * 8 + j), padded(i, 2 * j + 1) * 3) << i << "," << j;
 }
 
 // A stride-2 window's taps 2j + 1, 2j + 2, 2j + 3 read two phases of the same elements: the

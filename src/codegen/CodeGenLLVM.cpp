@@ -188,13 +188,14 @@ class CodeGen {
       case NodeKind::Not: return b_.CreateNot(emit(static_cast<const Not*>(n)->a));
       case NodeKind::Select: {
         auto* s = static_cast<const Select*>(n);
-        // A padded window's tap, select(c, X[i] if c, 0): the masked load alone, whose inactive
-        // lanes read as zero (a zero-masking load), where LLVM turned the select with a constant
-        // mask into a blend (or an and) after the load, one more instruction a tap.
+        // A padded window's tap, select(c, X[i] if c, 0), dense or strided: the masked load
+        // alone, whose inactive lanes read as zero (a zero-masking load), where LLVM turned the
+        // select with a constant mask into a blend (or an and) after the load, one more
+        // instruction a tap.
         const Load* l = s->t.as<Load>();
         Expr base;
-        if (l && l->predicate.defined() && l->type.is_vector() && dense(l->index, &base) && is_float_zero(s->f) &&
-            equal(l->predicate, s->cond))
+        if (l && l->predicate.defined() && l->type.is_vector() && (dense(l->index, &base) || small_stride(l->index)) &&
+            is_float_zero(s->f) && equal(l->predicate, s->cond))
           return load(l);
         return b_.CreateSelect(emit(s->cond), emit(s->t), emit(s->f));
       }
@@ -576,7 +577,8 @@ class CodeGen {
       llvm::Value* span_mask = llvm::ConstantVector::get(keep);
       if (mask)
         span_mask = b_.CreateShuffleVector(mask, llvm::Constant::getNullValue(mask->getType()), from_mask);
-      all = b_.CreateMaskedLoad(wide, element_ptr(buffer, emit(base)), elem_align(et), span_mask);
+      all = b_.CreateMaskedLoad(wide, element_ptr(buffer, emit(base)), elem_align(et), span_mask,
+                                llvm::Constant::getNullValue(wide));
     }
     std::vector<int> every;
     for (unsigned i = 0; i < lanes; ++i) every.push_back(int(first + i * unsigned(stride)));
