@@ -282,6 +282,13 @@ int64_t columns_per_block(int64_t OW, int64_t kb, int lanes, const Target& targe
   return reg;
 }
 
+// The elements of a tensor.
+int64_t elements(const Operation& t) {
+  int64_t n = 1;
+  for (int64_t e : t->shape) n *= e;
+  return n;
+}
+
 // Whether a convolution's weights take more memory than its input: the blocks of output
 // channels then run outermost, each block's weights staying in cache while every row of the
 // image passes over them; otherwise the rows do, each row's input staying in cache while all
@@ -289,13 +296,8 @@ int64_t columns_per_block(int64_t OW, int64_t kb, int lanes, const Target& targe
 // channel blocks, NHWC 2048->512 at 7x7 ran 120 -> 310 GFLOP/s (AVX-512, 2 threads); rows
 // outside, NCHW 256->512 1x1 stride 2 at 56x56 ran 180 -> 277.
 bool weights_larger(Schedule& s, const std::string& acc) {
-  auto size = [](const Operation& t) {
-    int64_t n = 1;
-    for (int64_t e : t->shape) n *= e;
-    return n;
-  };
   const OperationNode* op = op_of(s, acc);
-  return size(op->inputs()[1]) > size(op->inputs()[0]);
+  return elements(op->inputs()[1]) > elements(op->inputs()[0]);
 }
 
 // Steps of a convolution's outermost reduction axis per chunk, for the reduction run in
@@ -722,11 +724,9 @@ int64_t pixel_vectors(const Target& target) { return std::max<int64_t>(1, accumu
 // the input outgrows a core's L2 (2 MB), so that each block's panel first comes from L3 or
 // memory, a row segment per channel plane that no hardware prefetcher follows, and at most 16
 // blocks of output channels read it (with more, the first block's wait is a small part of them).
-bool prefetches_next_panel(const OperationNode* op, int64_t kb, const Target& target) {
-  const OperationNode* x = op->inputs()[0].get();
-  int64_t bytes = x->dtype.bytes();
-  for (int64_t d : x->shape) bytes *= d;
-  return target.vector_registers >= 32 && bytes > (2 << 20) && (op->shape[1] + kb - 1) / kb <= 16;
+bool prefetches_next_panel(const OperationNode* op, int64_t channel_blocks, const Target& target) {
+  Operation x = op->inputs()[0];  // inputs() is a fresh vector
+  return target.vector_registers >= 32 && elements(x) * x->dtype.bytes() > (2 << 20) && channel_blocks <= 16;
 }
 
 // A 1x1 convolution in NCHW whose pixels fuse into one axis (image_axes_fuse) as a GEMM,
@@ -747,6 +747,7 @@ void schedule_conv_nchw_pixels(Schedule& s, const std::string& out, int lanes, b
   auto axes = o.leaf_axes();  // n, k, y, x, then the reduction
   int64_t kb = kPixelChannels, nv = pixel_vectors(target);
   int64_t blocks = op->shape[0] * (op->shape[2] * op->shape[3] / (nv * lanes));  // whole blocks of pixels
+  int64_t KO = (op->shape[1] + kb - 1) / kb;  // blocks of output channels
   Axis p = o.fuse({axes[2], axes[3]});
   auto [ko, ki] = o.split(axes[1], kb);
   auto [po, pi] = o.split(p, nv * lanes);
@@ -772,11 +773,10 @@ void schedule_conv_nchw_pixels(Schedule& s, const std::string& out, int lanes, b
     // block of pixels stays in L1 while all the blocks of channels read it, the input was then read
     // from L2 or beyond once per block of channels: 256->64 at 56x56 321 -> 253, 144->32 at 28x28
     // 353 -> 338.
-    int64_t KO = (op->shape[1] + kb - 1) / kb;
     auto [share, kin] = o.split(ko, (KO + target.num_cores - 1) / target.num_cores);
     reorder({axes[0], share, po, kin});
     o.parallel(o.fuse({axes[0], share}));
-  } else if (prefetches_next_panel(op, kb, target)) {
+  } else if (prefetches_next_panel(op, KO, target)) {
     // Each block of pixels in two halves of its blocks of channels (so the cores still share
     // evenly), and while a half runs, the next block's panel is fetched into the cache,
     // spread over the half's iterations. AVX-512, alternating runs, 1 / 2 threads: 256->64
@@ -784,7 +784,6 @@ void schedule_conv_nchw_pixels(Schedule& s, const std::string& out, int lanes, b
     // 112x112 +14%; 256->96 at 56x56 (16 blocks) +4%, 256->128 (22 blocks) -5%; 144->24 at
     // 56x56 (1.8 MB of input) -5%. The whole block's blocks as one loop with the next panel
     // spread over them gained 4% at one thread, and nothing at two (25 and 24 blocks a core).
-    int64_t KO = (op->shape[1] + kb - 1) / kb;
     auto [half, kin] = o.split(ko, (KO + 1) / 2);
     reorder({axes[0], po, half, kin});
     Axis whole = o.fuse({axes[0], po, half});
