@@ -667,6 +667,45 @@ TEST(Ops, NchwDepthwiseOfAWindowWiderThanTheRegistersComputesRowsTogether) {
   }
 }
 
+TEST(Ops, NchwDepthwiseOfAWideWindowRunsChannelBlocked) {
+  // With AVX-512 a window wider than 3x3 runs on blocks of 16 channels: the input's planes packed
+  // into [pixel][channel] per block, the weights blocked alike, the output copied out over the
+  // fused pixels (planes of 49 and 81 pixels end in part of a vector). Two images, stride 1 and 2,
+  // weights constant (rewritten) or not (packed per call), a bias + ReLU epilogue; 3x3 windows and
+  // AVX2 keep the planes' layout.
+  struct Case { const char* cpu; int64_t H, R, stride; bool constant, epilogue, blocked; };
+  for (auto c : std::vector<Case>{{"skylake-avx512", 7, 5, 1, true, false, true},
+                                  {"skylake-avx512", 14, 5, 2, false, true, true},
+                                  {"skylake-avx512", 9, 7, 1, true, true, true},
+                                  {"skylake-avx512", 14, 3, 2, true, false, false},
+                                  {"haswell", 7, 5, 1, true, false, false}}) {
+    Target t = Target::parse(std::string("llvm -mcpu=") + c.cpu);
+    int64_t C = 32, pad = c.R / 2;
+    ops::Conv2dParams p{int(c.stride), int(c.stride), int(pad), int(pad), 1, 1, 1};
+    Tensor X = placeholder({2, C, c.H, c.H}, float32, "X"), Wt = placeholder({C, 1, c.R, c.R}, float32, "W");
+    Tensor B = placeholder({C}, float32, "B");
+    Tensor Y = ops::depthwise_conv2d_nchw(X, Wt, p);
+    if (c.epilogue) Y = ops::relu(ops::bias_add(Y, B, 1, "ba"), "r");
+    Schedule s = ops::default_schedule({Y}, t, c.constant ? std::vector<Tensor>{Wt} : std::vector<Tensor>{});
+    std::string cpp = s.to_cpp();
+    EXPECT_EQ(cpp.find(R"(s.pack(s.tensor("X"), )") != std::string::npos, c.blocked) << c.cpu << " " << c.H << "\n"
+                                                                                       << cpp;
+    if (t.avx512() && !Target::host().avx512()) continue;  // runs only where the CPU can
+    Buffer x = ref::random(X.shape(), 17), w = ref::random(Wt.shape(), 18), b = ref::random(B.shape(), 19);
+    p.groups = int(C);
+    Buffer want = ref::conv2d_nchw(x, w, p);
+    if (c.epilogue)
+      for (int64_t i = 0, plane = want.shape()[2] * want.shape()[3]; i < want.size(); ++i)
+        want.set(i, std::max(0.0, want.get(i) + b.get(i / plane % C)));
+    BuildOptions o;
+    o.target = t;
+    std::vector<Tensor> args = {X, Wt, Y};
+    std::vector<Buffer> in = {x, w};
+    if (c.epilogue) args.insert(args.begin() + 2, B), in.push_back(b);
+    ref::expect_close(ref::run(s, args, in, o)[0], want);
+  }
+}
+
 TEST(Ops, NhwcDefaultBlocksAWholeRowOf14Columns) {
   // Rows of up to 28 columns: blocks of 14 columns by two vectors of channels with AVX-512's 32
   // registers (all but four hold accumulators); wider rows keep 3/4 of them (12 columns).
