@@ -1047,18 +1047,21 @@ void schedule_depthwise(Schedule& s, const std::string& out, const std::string& 
   a.vectorize(vi);
 }
 
-// Whether a depthwise NCHW layer runs channel-blocked (schedule_depthwise_blocked): windows wider than
-// 3x3 with AVX-512, multiplier 1 and whole blocks of channels. Each input value then feeds
-// R x S / stride^2 FMAs against one pass of in-register transposes in and one out; in the planes'
-// own layout each tap of a 7-column row is a vector of 7 lanes, at stride 2 a shuffle too. Alternating
-// runs, 2 / 1 threads: 5x5 672@14 stride 2 79 -> 150 / 43 -> 84 GFLOP/s, 1152@7 141 -> 249 / 73 -> 138,
-// 240@28 165 -> 211 / 89 -> 115, 480@14 +3% / +16%, 144@56 stride 2 +7% / +2%; 7x7 384@14 +36% / +6%,
-// 96@56 +84% / +75%. Not 3x3, whose 9 FMAs a value pay no more than the transposes: 960@7, 576@14
-// stride 2 the same, 192@28 stride 2 half as fast (its 50 KB of packed planes outgrow L1).
+// Whether a depthwise NCHW layer runs channel-blocked (schedule_depthwise_blocked), with AVX-512,
+// multiplier 1 and whole blocks of channels: windows wider than 3x3, and 3x3 at a stride where an
+// output row fills at most half a vector. Each input value then feeds R x S / stride^2 FMAs against
+// its share of the in-register transposes (a tile's 64 shuffles, in and out), where in the planes'
+// own layout a 7-column row's taps are vectors of 7 lanes, at a stride a shuffle each too.
+// Alternating runs, 2 / 1 threads: 5x5 672@14 stride 2 79 -> 158 / 43 -> 91 GFLOP/s, 1152@7 141 ->
+// 267 / 73 -> 151, 240@28 165 -> 214 / 89 -> 114, 480@14 +3% / +16%, 144@56 stride 2 +7% / +2%; 7x7
+// 384@14 +36% / +6%, 96@56 +84% / +75%; 3x3 576@14 stride 2 57 -> 66 / 33 -> 40. Not the other 3x3
+// layers, whose 9 FMAs a value pay less than the transposes: 960@7 the same, 384@14 and, at stride
+// 2, 192@28 and 144@56 half as fast.
 bool depthwise_blocks_channels(const OperationNode* op, int lanes, const Target& target) {
   const OperationNode* w = op->inputs()[1].get();
-  return op->shape[1] % lanes == 0 && w->shape[0] == op->inputs()[0]->shape[1] &&
-         w->shape[2] * w->shape[3] > 9 && target.vector_registers >= 32;
+  bool wide = w->shape[2] * w->shape[3] > 9, narrow_strided = column_stride(op) > 1 && 2 * op->shape[3] <= lanes;
+  return op->shape[1] % lanes == 0 && w->shape[0] == op->inputs()[0]->shape[1] && (wide || narrow_strided) &&
+         target.vector_registers >= 32;
 }
 
 // Depthwise convolution in NCHW, channel-blocked inside the kernel: per block of `lanes` channels
@@ -1089,7 +1092,7 @@ void schedule_depthwise_blocked(Schedule& s, const std::string& out, const std::
   Stage p = s[s.pack(input, {reader}, 1, lanes)];
   p.compute_at(o, f);
   auto pa = p.leaf_axes();  // channel block, n, y, x, channel
-  p.split(p.fuse({pa[2], pa[3]}), lanes);
+  p.fuse({pa[2], pa[3]});
   p.vectorize(pa[4]);
   Stage a = s[acc];
   a.compute_at(o, f);

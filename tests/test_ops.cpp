@@ -668,16 +668,20 @@ TEST(Ops, NchwDepthwiseOfAWindowWiderThanTheRegistersComputesRowsTogether) {
 }
 
 TEST(Ops, NchwDepthwiseOfAWideWindowRunsChannelBlocked) {
-  // With AVX-512 a window wider than 3x3 runs on blocks of 16 channels: the input's planes packed
-  // into [pixel][channel] per block, the weights blocked alike, the output copied out over the
-  // fused pixels (planes of 49 and 81 pixels end in part of a vector). Two images, stride 1 and 2,
-  // weights constant (rewritten) or not (packed per call), a bias + ReLU epilogue; 3x3 windows and
-  // AVX2 keep the planes' layout.
+  // With AVX-512 a window wider than 3x3 (or 3x3 at a stride over rows of at most half a vector)
+  // runs on blocks of 16 channels: the input's planes packed into [pixel][channel] per block, the
+  // weights blocked alike, the output copied out over the fused pixels. Planes of 49, 81, 100 and
+  // 196 pixels end in part of a tile of 16 pixels (of 1 pixel gathered, of 4 transposed from
+  // masked loads), in the pack and the copy out. Two images, stride 1 and 2, weights constant
+  // (rewritten) or not (packed per call), a bias + ReLU epilogue; other 3x3 layers and AVX2 keep
+  // the planes' layout.
   struct Case { const char* cpu; int64_t H, R, stride; bool constant, epilogue, blocked; };
   for (auto c : std::vector<Case>{{"skylake-avx512", 7, 5, 1, true, false, true},
                                   {"skylake-avx512", 14, 5, 2, false, true, true},
+                                  {"skylake-avx512", 14, 5, 1, true, false, true},
                                   {"skylake-avx512", 9, 7, 1, true, true, true},
-                                  {"skylake-avx512", 14, 3, 2, true, false, false},
+                                  {"skylake-avx512", 10, 3, 2, true, true, true},
+                                  {"skylake-avx512", 28, 3, 2, true, false, false},
                                   {"haswell", 7, 5, 1, true, false, false}}) {
     Target t = Target::parse(std::string("llvm -mcpu=") + c.cpu);
     int64_t C = 32, pad = c.R / 2;

@@ -24,6 +24,9 @@ TEST(Simplify, DivModWithRanges) {
   // One quotient over the whole range: a partitioned tail's fused index.
   BoundsMap tail{{x.get(), {0, 42}}};
   EXPECT_EQ(to_string(simplify((x + 516) / 43, &tail)), "12");
+  // and its remainder: the last 4 pixels of a 14x14 plane are columns 10 to 13 of one row.
+  BoundsMap last4{{x.get(), {0, 3}}};
+  EXPECT_EQ(to_string(simplify((x + 192) % 14, &last4)), "(x + 10)");
 }
 
 TEST(Simplify, ExactMultiplesDivideWithoutRanges) {

@@ -1,3 +1,4 @@
+#include <functional>
 #include "codegen/CodeGenLLVM.h"
 
 #include <cmath>
@@ -759,23 +760,31 @@ class CodeGen {
     vars_.erase(op->buffer.get());
   }
 
-  // for (v = min; v < min + extent; ++v) body, with `body_fn` emitting the body.
+  // for (v = min; v < min + extent; ++v) body.
   void serial_loop(llvm::Value* mn, llvm::Value* extent, const VarNode* var, const Stmt& body) {
+    counted_loop(mn, extent, var->name, [&](llvm::Value* v) {
+      vars_[var] = v;
+      emit(body);
+      vars_.erase(var);
+    });
+  }
+
+  // for (v = min; v < min + extent; ++v) body(v), `name` naming its blocks.
+  void counted_loop(llvm::Value* mn, llvm::Value* extent, const std::string& name,
+                    const std::function<void(llvm::Value*)>& body) {
     llvm::Type* it = mn->getType();
     llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* header = llvm::BasicBlock::Create(ctx_, "for." + var->name, fn_);
-    auto* body_bb = llvm::BasicBlock::Create(ctx_, "for.body." + var->name, fn_);
-    auto* exit_bb = llvm::BasicBlock::Create(ctx_, "for.end." + var->name, fn_);
+    auto* header = llvm::BasicBlock::Create(ctx_, "for." + name, fn_);
+    auto* body_bb = llvm::BasicBlock::Create(ctx_, "for.body." + name, fn_);
+    auto* exit_bb = llvm::BasicBlock::Create(ctx_, "for.end." + name, fn_);
     llvm::Value* end = b_.CreateAdd(mn, extent);
     b_.CreateBr(header);
     b_.SetInsertPoint(header);
-    llvm::PHINode* phi = b_.CreatePHI(it, 2, var->name);
+    llvm::PHINode* phi = b_.CreatePHI(it, 2, name);
     phi->addIncoming(mn, pre);
     b_.CreateCondBr(b_.CreateICmpSLT(phi, end), body_bb, exit_bb);
     b_.SetInsertPoint(body_bb);
-    vars_[var] = phi;
-    emit(body);
-    vars_.erase(var);
+    body(phi);
     llvm::Value* next = b_.CreateAdd(phi, llvm::ConstantInt::get(it, 1), "", true, true);
     phi->addIncoming(next, b_.GetInsertBlock());
     b_.CreateBr(header);
@@ -797,14 +806,17 @@ class CodeGen {
   // this back end makes lane by lane: 7 columns x 32 channels cost 5-23% of the small 1x1
   // layers' time. Instead the rows are loaded a machine vector (W columns) at a time and
   // transposed in registers, log2(W) rounds of two-input shuffles, and each column is stored
-  // as one dense vector. Taken where J is a multiple of W, L is at most W, and in and out
-  // differ.
+  // as one dense vector. A last tile of r < W columns reads only their part of each row (masked
+  // loads; a row's next element may lie past the buffer) where r is at least kTransposedColumns;
+  // fewer columns are read as the loop's own gathers. Taken where J is at least
+  // kTransposedColumns, L is at most W, and in and out differ.
+  static constexpr int64_t kTransposedColumns = 4;  // 4 gathers of 16 lanes cost about as much as a tile
   bool transposed_copy(const For* op) {
     const Store* st = op->body.as<Store>();
     int64_t J, R, W = target_.vector_bytes / 4;
     Expr out_base;
-    if (!st || st->predicate.defined() || !is_zero(op->min) || !is_const_int(op->extent, &J) || J % W ||
-        st->value.dtype().lanes > W || !dense(st->index, &out_base))
+    if (!st || st->predicate.defined() || !is_zero(op->min) || !is_const_int(op->extent, &J) ||
+        J < kTransposedColumns || st->value.dtype().lanes > W || !dense(st->index, &out_base))
       return false;
     const VarNode* j = op->var.var_node();
     const Load* ld = nullptr;  // the value's one read of a column
@@ -825,11 +837,13 @@ class CodeGen {
     DType et = ld->type.element_of();
     auto* row_type = llvm::FixedVectorType::get(mem_type(et), w);
     llvm::Value* first = emit(c);
-    for (int64_t j0 = 0; j0 < J; j0 += W) {
+    // One tile: the columns j0 .. j0 + cols - 1 of the L rows.
+    auto tile = [&](llvm::Value* j0, int64_t cols) {
       std::vector<llvm::Value*> rows(w, llvm::PoisonValue::get(row_type));
       for (unsigned x = 0; x < L; ++x) {
-        llvm::Value* at = b_.CreateAdd(first, b_.getInt64(int64_t(x) * R + j0));
-        rows[x] = b_.CreateAlignedLoad(row_type, element_ptr(ld->buffer, at), elem_align(et));
+        llvm::Value* p = element_ptr(ld->buffer, b_.CreateAdd(first, b_.CreateAdd(j0, b_.getInt64(int64_t(x) * R))));
+        rows[x] = cols == W ? static_cast<llvm::Value*>(b_.CreateAlignedLoad(row_type, p, elem_align(et)))
+                            : b_.CreateMaskedLoad(row_type, p, elem_align(et), first_lanes(int(cols), w));
       }
       // Round h swaps the off-diagonal h x h blocks of every 2h x 2h block.
       for (unsigned h = 1; h < w; h *= 2)
@@ -844,14 +858,26 @@ class CodeGen {
           rows[i] = b_.CreateShuffleVector(a, rows[i + h], lo);
           rows[i + h] = b_.CreateShuffleVector(a, rows[i + h], hi);
         }
-      for (unsigned k = 0; k < w; ++k) {
-        vars_[j] = b_.getInt64(j0 + k);
+      for (unsigned k = 0; k < unsigned(cols); ++k) {
+        vars_[j] = b_.CreateAdd(j0, b_.getInt64(k));
         column_ = {ld, b_.CreateShuffleVector(rows[k], lane_indices(int(L), L))};
         store(st);
       }
       column_ = {};
-      vars_.erase(j);
-    }
+    };
+    // Up to two whole tiles unrolled (a block's copy out), more in a loop (a plane's pack).
+    int64_t tiles = J / W, rest = J % W;
+    if (tiles > 2)
+      counted_loop(b_.getInt64(0), b_.getInt64(tiles), "tile", [&](llvm::Value* t) {
+        tile(b_.CreateMul(t, b_.getInt64(W)), W);
+      });
+    else
+      for (int64_t t = 0; t < tiles; ++t) tile(b_.getInt64(t * W), W);
+    if (rest >= kTransposedColumns)
+      tile(b_.getInt64(J - rest), rest);
+    else
+      for (int64_t k = J - rest; k < J; ++k) vars_[j] = b_.getInt64(k), store(st);
+    vars_.erase(j);
     return true;
   }
 

@@ -414,6 +414,9 @@ class Simplifier : public IRMutator {
       CI ba = bounds(a);
       if (ba.bounded_below() && ba.min >= 0) {
         if (ba.bounded_above() && ba.max < k) return a;
+        // One quotient over the whole range (a partitioned tail's vector of pixels ramp(192, 1, 4) % 14).
+        if (ba.bounded_above() && ba.min / k == ba.max / k)
+          return mutate(Sub::make(a, make_int(ba.min / k * k, op->type)));
         Expr q, r;
         bool small;
         if (quotient(a, k, op->type, &q, &r, &small)) return small ? r : Mod::make(r, b);
