@@ -828,8 +828,15 @@ void schedule_conv_nchw_columns(Schedule& s, const std::string& out, const std::
   // alternating runs against oneDNN, 17->33 3x3 at 32x32 0.90x -> 1.63x (3 x 4 vectors).
   int64_t kb = divisor_at_most(K, 8), vw = divisor_at_most(OW, lanes), nv = 1;
   while (2 * nv * kb <= accumulators(target) && (OW / vw) % (2 * nv) == 0) nv *= 2;
-  block_nchw_output(s, out, acc, kb, nv * vw, target);
-  schedule_register_block(s, acc, {0, 2}, {1}, 3, vw, nv * vw);
+  // With 32 registers a block of at most half of them takes two rows: each weight's broadcast then
+  // feeds twice the FMAs, and twice the accumulators cover the FMAs' latency. AVX-512, alternating
+  // runs, 2 / 1 threads: 5x5 72->40 stride 2 at 28x28 (8 channels x 1 vector of 14) +21% / +17%, 3x3
+  // 17->33 at 32x32 (3 channels x 2 vectors) +14%; blocks of 4 rows (24 accumulators) were slower,
+  // as were 2 rows of 24->40 at 56x56 (32).
+  int64_t yb = 2 * kb * nv <= target.vector_registers / 2 && op->shape[2] % 2 == 0 ? 2 : 1;
+  block_nchw_output(s, out, acc, kb, nv * vw, target, yb);
+  if (yb > 1) schedule_register_block(s, acc, {0}, {1, 2}, 3, vw, nv * vw);
+  else schedule_register_block(s, acc, {0, 2}, {1}, 3, vw, nv * vw);
   // At a stride the window's taps are unrolled, so that a row's taps share the spans their strided
   // reads load (as the stem's do; schedule_conv_nchw_strided). AVX-512, 2 threads, alternating runs:
   // 72->40 5x5 stride 2 at 28x28 147 -> 199 GFLOP/s; at stride 1 no faster (24->40 3x3 at 56x56,

@@ -748,6 +748,30 @@ TEST(Ops, NchwColumnsOfAFewChannelsTakeSeveralVectorsOfTheRow) {
   }
 }
 
+TEST(Ops, NchwColumnsOfSmallBlocksTakeTwoRowsWith32Registers) {
+  // With AVX-512's 32 registers a block of at most 16 accumulators takes two rows: 33 channels
+  // (3 x 2 vectors of a 32-column row) and 40 at stride 2 (8 x 1 vector of 14 columns, the taps
+  // unrolled); 40 channels over rows of 56 columns (8 x 2 vectors) keep one row, as does an odd
+  // number of rows.
+  Target t = Target::parse("llvm -mcpu=skylake-avx512");
+  struct Case { int64_t C, H, K, R, stride, rows; };
+  for (auto c : std::vector<Case>{{17, 32, 33, 3, 1, 2}, {72, 28, 40, 5, 2, 2}, {24, 56, 40, 3, 1, 1},
+                                  {17, 31, 33, 3, 1, 1}}) {
+    Tensor X = placeholder({1, c.C, c.H, c.H}, float32, "X"), W = placeholder({c.K, c.C, c.R, c.R}, float32, "W");
+    int pad = int(c.R / 2);
+    ops::Conv2dParams p{int(c.stride), int(c.stride), pad, pad, 1, 1, 1};
+    Tensor Y = ops::conv2d_nchw(X, W, p);
+    Schedule s = ops::default_schedule({Y}, t, {W});
+    std::string cpp = s.to_cpp();
+    EXPECT_EQ(cpp.find(R"(s["conv"].split("k", 2);)") != std::string::npos, c.rows == 2) << c.K << "\n" << cpp;
+    if (!Target::host().avx512()) continue;  // runs only where the CPU can
+    Buffer x = ref::random(X.shape(), 21), w = ref::random(W.shape(), 22);
+    BuildOptions o;
+    o.target = t;
+    ref::expect_close(ref::run(s, {X, W, Y}, {x, w}, o)[0], ref::conv2d_nchw(x, w, p));
+  }
+}
+
 TEST(Ops, NhwcDefaultBlocksThreeVectorsOfChannels) {
   // 24 or 120 output channels with AVX2's 8 lanes: blocks of three vectors (each its own, the
   // block's vectors unrolled), where 32 channels pair two vectors and 20 take one.
