@@ -748,6 +748,23 @@ TEST(Ops, NchwColumnsOfAFewChannelsTakeSeveralVectorsOfTheRow) {
   }
 }
 
+TEST(Ops, NchwDefaultUnrollsAWindowWiderThan3) {
+  // The channel-blocked path's window, where its reduction is not chunked: a 5x5 window's taps
+  // unrolled, a 3x3 window's left in loops.
+  for (int64_t R : {5, 3}) {
+    Tensor X = placeholder({1, 16, 12, 12}, float32, "X"), W = placeholder({32, 16, R, R}, float32, "W");
+    int pad = int(R / 2);
+    ops::Conv2dParams p{1, 1, pad, pad, 1, 1, 1};
+    Tensor Y = ops::conv2d_nchw(X, W, p);
+    Schedule s = ops::default_schedule({Y}, Target::host(), {W});
+    std::string cpp = s.to_cpp();
+    EXPECT_EQ(cpp.find(R"(s["conv.local"].unroll("rx");)") != std::string::npos, R == 5) << cpp;
+    EXPECT_EQ(cpp.find(R"(s["conv.local"].unroll("ry");)") != std::string::npos, R == 5) << cpp;
+    Buffer x = ref::random(X.shape(), 23), w = ref::random(W.shape(), 24);
+    ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, p));
+  }
+}
+
 TEST(Ops, NchwColumnsOfSmallBlocksTakeTwoRowsWith32Registers) {
   // With AVX-512's 32 registers a block of at most 16 accumulators takes two rows: 33 channels
   // (3 x 2 vectors of a 32-column row) and 40 at stride 2 (8 x 1 vector of 14 columns, the taps
