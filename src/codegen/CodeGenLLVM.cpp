@@ -1,7 +1,7 @@
-#include <functional>
 #include "codegen/CodeGenLLVM.h"
 
 #include <cmath>
+#include <functional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -810,7 +810,8 @@ class CodeGen {
   // loads; a row's next element may lie past the buffer) where r is at least kTransposedColumns;
   // fewer columns are read as the loop's own gathers. Taken where J is at least
   // kTransposedColumns, L is at most W, and in and out differ.
-  static constexpr int64_t kTransposedColumns = 4;  // 4 gathers of 16 lanes cost about as much as a tile
+  // A tile is W loads and W log2(W) shuffles; a gathered column W loads and W inserts.
+  static constexpr int64_t kTransposedColumns = 4;
   bool transposed_copy(const For* op) {
     const Store* st = op->body.as<Store>();
     int64_t J, R, W = target_.vector_bytes / 4;
@@ -841,7 +842,8 @@ class CodeGen {
     auto tile = [&](llvm::Value* j0, int64_t cols) {
       std::vector<llvm::Value*> rows(w, llvm::PoisonValue::get(row_type));
       for (unsigned x = 0; x < L; ++x) {
-        llvm::Value* p = element_ptr(ld->buffer, b_.CreateAdd(first, b_.CreateAdd(j0, b_.getInt64(int64_t(x) * R))));
+        llvm::Value* at = b_.CreateAdd(first, b_.CreateAdd(j0, b_.getInt64(int64_t(x) * R)));
+        llvm::Value* p = element_ptr(ld->buffer, at);
         rows[x] = cols == W ? static_cast<llvm::Value*>(b_.CreateAlignedLoad(row_type, p, elem_align(et)))
                             : b_.CreateMaskedLoad(row_type, p, elem_align(et), first_lanes(int(cols), w));
       }

@@ -414,7 +414,8 @@ class Simplifier : public IRMutator {
       CI ba = bounds(a);
       if (ba.bounded_below() && ba.min >= 0) {
         if (ba.bounded_above() && ba.max < k) return a;
-        // One quotient over the whole range (a partitioned tail's vector of pixels ramp(192, 1, 4) % 14).
+        // One quotient over the whole range (a partitioned tail's (x + 192) % 14, x < 4: a 14x14 plane's
+        // last 4 pixels are columns 10 to 13 of one row).
         if (ba.bounded_above() && ba.min / k == ba.max / k)
           return mutate(Sub::make(a, make_int(ba.min / k * k, op->type)));
         Expr q, r;
