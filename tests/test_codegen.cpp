@@ -313,28 +313,33 @@ TEST(CodeGen, StridedLoadsAreOneReadAndAShuffle) {
 // The columns of a tile of L rows (J columns, R apart) copied out one column at a time, as a
 // channel-blocked NCHW convolution copies out its accumulators: a transpose in registers, a
 // machine vector of columns at a time, not a gather per column. More than two tiles run in a
-// loop (a depthwise layer's plane packed); a last partial tile of at least 4 columns reads its
-// rows with masked loads (the rows end at the buffer's end), fewer columns stay gathers.
+// loop (a depthwise layer's plane packed), their rows put together from 128-bit pieces; a last
+// partial tile of at least 4 columns reads its rows with masked loads (the rows end at the
+// buffer's end), fewer columns stay gathers. With AVX2 and the host's vectors.
 TEST(CodeGen, ColumnCopiesAreTransposedInRegisters) {
-  int64_t w = Target::host().vector_bytes / 4;
-  for (int64_t L : {3, 7, 8})
-    for (int64_t J : {w, 2 * w, 3 * w + 4, w + 2, int64_t(5)}) {
-      int64_t R = J;
-      Tensor In = placeholder({L, R}, float32, "In");
-      Tensor T = compute({J, L}, [&](Var j, Var x) { return In(x, j) * 2.0f; }, "T");
-      Schedule s({T});
-      s[T].vectorize(T.axis(1));
-      Module m = build(s, {In, T});
-      std::string ir = m.llvm_ir();
-      bool gathers = J % w > 0 && J % w < 4;
-      EXPECT_EQ(ir.find("masked.gather") != std::string::npos, gathers) << "L " << L << ", J " << J;
-      EXPECT_EQ(ir.find("masked.load") != std::string::npos, J % w >= 4) << "L " << L << ", J " << J;
-      Buffer in = ref::random(In.shape(), 6), t(T.shape(), float32);
-      m(in, t);
-      for (int64_t j = 0; j < J; ++j)
-        for (int64_t x = 0; x < L; ++x)
-          ASSERT_FLOAT_EQ(t.get(j * L + x), float(in.get(x * R + j)) * 2) << "L " << L << ", J " << J << ": " << j;
-    }
+  for (const Target& t : {Target::host(), Target::parse("llvm -mcpu=haswell")}) {
+    int64_t w = t.vector_bytes / 4;
+    BuildOptions o;
+    o.target = t;
+    for (int64_t L : {3, 7, 8})
+      for (int64_t J : {w, 2 * w, 3 * w + 4, w + 2, int64_t(5)}) {
+        int64_t R = J;
+        Tensor In = placeholder({L, R}, float32, "In");
+        Tensor T = compute({J, L}, [&](Var j, Var x) { return In(x, j) * 2.0f; }, "T");
+        Schedule s({T});
+        s[T].vectorize(T.axis(1));
+        Module m = build(s, {In, T}, o);
+        std::string ir = m.llvm_ir();
+        bool gathers = J % w > 0 && J % w < 4;
+        EXPECT_EQ(ir.find("masked.gather") != std::string::npos, gathers) << "L " << L << ", J " << J;
+        EXPECT_EQ(ir.find("masked.load") != std::string::npos, J % w >= 4) << "L " << L << ", J " << J;
+        Buffer in = ref::random(In.shape(), 6), out(T.shape(), float32);
+        m(in, out);
+        for (int64_t j = 0; j < J; ++j)
+          for (int64_t x = 0; x < L; ++x)
+            ASSERT_FLOAT_EQ(out.get(j * L + x), float(in.get(x * R + j)) * 2) << "L " << L << ", J " << J << ": " << j;
+      }
+  }
 }
 
 // A padded copy reads X[clamp(j - 1)] where 1 <= j < 14: lanes of one vector fall on both
