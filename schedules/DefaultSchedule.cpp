@@ -1085,15 +1085,13 @@ bool depthwise_blocks_channels(const OperationNode* op, int lanes, const Target&
 // its weights a register, a row's block of columns (up to 8) its accumulators, the window unrolled
 // (the border taps skipped by loop partitioning); the accumulators are copied out over the fused
 // pixels, transposed again. The weights are blocked like the channels, [C/lanes][1][R][S][lanes].
+// The padding, if any, is the caller's to inline: the pack is of the input it pads.
 void schedule_depthwise_blocked(Schedule& s, const std::string& out, const std::string& acc, int lanes,
                                 bool constant) {
   int64_t OW = op_of(s, out)->shape[3];
-  Tensor input(op_of(s, acc)->inputs()[0]), reader = s.tensor(acc);
-  if (input.op()->tag == "pad") {  // read in place, the padding a condition of each tap
-    s[input].compute_inline();
-    reader = input;
-    input = Tensor(input.op()->inputs()[0]);
-  }
+  Tensor reader(op_of(s, acc)->inputs()[0]), input = reader;  // the padding reads the input
+  if (reader.op()->tag == "pad") input = Tensor(reader.op()->inputs()[0]);
+  else reader = s.tensor(acc);
   block_weights(s, acc, lanes, constant);
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, k, y, x
@@ -1272,7 +1270,7 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       bool pad_in_place = false;
       if (depthwise && depthwise_blocks_channels(op, lanes, target)) {
         schedule_depthwise_blocked(s, out, acc, lanes, constant(op->inputs()[1].get()));
-        if (input->tag == "pad") done.insert(input->name);
+        pad_in_place = true;  // each tap's padding a condition, its border taps skipped
       } else if (depthwise) {
         schedule_depthwise(s, out, acc, lanes, target);
         // 9 FMAs per output, 9 / stride^2 per input: the copy costs as much as the
