@@ -430,6 +430,46 @@ TEST(CodeGen, StridedReadsOfOneSpanShareALoad) {
     }
 }
 
+// A strided read whose whole span lies in the buffer for every iteration of the enclosing loops
+// loads the span plain, its padding (a predicated read) a select after the shuffle; where the
+// span of the last row would pass the buffer's end, the read stays masked to its elements.
+TEST(CodeGen, StridedReadsLoadTheirWholeSpanWhereItIsInBounds) {
+  int64_t w = Target::host().vector_bytes / 4, n = 2 * w - 1;  // a row's span reaches one past it
+  Tensor X = placeholder({4, n}, float32, "X");
+  Tensor P = ops::pad(X, {0, 1}, {0, 0}, 0.0, "P");  // P(i, c) = X(i, c - 1), zero at c = 0
+  auto masked_loads = [](const Module& m) {
+    std::istringstream lines(m.llvm_ir());
+    size_t k = 0;
+    for (std::string l; std::getline(lines, l);)
+      k += l.find(" call ") != std::string::npos && l.find("@llvm.masked.load.") != std::string::npos;
+    return k;
+  };
+  Buffer x = ref::random(X.shape(), 11);
+  auto at = [&](int64_t i, int64_t c) { return c >= 0 ? float(x.get(i * n + c)) : 0.0f; };
+  for (int64_t rows : {4, 3}) {
+    Tensor S = compute({rows, w}, [&](Var i, Var j) { return X(i, j * 2) * 2.0f; }, "S");
+    Schedule s({S});
+    s[S].vectorize("j");
+    Module m = build(s, {X, S});
+    EXPECT_EQ(masked_loads(m) > 0, rows == 4) << rows << " rows\n" << m.llvm_ir();
+    Buffer out(S.shape(), float32);
+    m(x, out);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < w; ++j) ASSERT_FLOAT_EQ(out.get(i * w + j), at(i, 2 * j) * 2) << i << "," << j;
+  }
+  // Rows 1 to 3 through the padding: the first span starts at X's element n - 1.
+  Tensor T = compute({3, w}, [&](Var i, Var j) { return P(i + 1, j * 2) * 3.0f; }, "T");
+  Schedule t({T});
+  t[P].compute_inline();
+  t[T].vectorize("j");
+  Module mt = build(t, {X, T});
+  EXPECT_EQ(masked_loads(mt), 0u) << mt.llvm_ir();
+  Buffer out(T.shape(), float32);
+  mt(x, out);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < w; ++j) ASSERT_FLOAT_EQ(out.get(i * w + j), at(i + 1, 2 * j - 1) * 3) << i << "," << j;
+}
+
 // A padded stride-2 read of a de-interleaved copy: column 2j - 1 is phase (2j - 1) % 2 at
 // (2j - 1) / 2, a gather as it stands; where the padding's condition holds (j >= 1) they are
 // 1 and j - 1, so the read is one masked load of consecutive elements of phase 1.

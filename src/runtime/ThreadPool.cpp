@@ -22,6 +22,16 @@
 namespace tessel {
 namespace {
 
+// A spin-wait's pause: the caller waits for its workers' last runs this way, as a yield (a
+// system call) returns later than the short wait it stands in for.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
 class ThreadPool {
  public:
   static ThreadPool& get() {
@@ -48,20 +58,16 @@ class ThreadPool {
       return;
     }
     std::lock_guard<std::mutex> run(run_mu_);
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      task_ = task, closure_ = closure, chunks_ = chunks;
-      grain_ = std::max<int64_t>(1, n / (4 * int64_t(chunks)));
-      for (int c = 0; c < chunks; ++c) {
-        shares_[size_t(c)].next.store(begin + n * c / chunks, std::memory_order_relaxed);
-        shares_[size_t(c)].end = begin + n * (c + 1) / chunks;
-      }
-      pending_.store(chunks - 1);
-      generation_.fetch_add(1);
+    task_ = task, closure_ = closure, chunks_ = chunks;
+    grain_ = std::max<int64_t>(1, n / (4 * int64_t(chunks)));
+    for (int c = 0; c < chunks; ++c) {
+      shares_[size_t(c)].next.store(begin + n * c / chunks, std::memory_order_relaxed);
+      shares_[size_t(c)].end = begin + n * (c + 1) / chunks;
     }
-    cv_.notify_all();
+    pending_.store(chunks - 1, std::memory_order_relaxed);
+    launch(uint64_t(chunks));
     take_runs(0, task, closure);
-    while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+    while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
   }
 
  private:
@@ -82,6 +88,7 @@ class ThreadPool {
     new (&run_mu_) std::mutex();
     new (&cv_) std::condition_variable();
     pending_.store(0);
+    sleepers_.store(0);
     start_workers();
   }
   ~ThreadPool() { stop_workers(); }
@@ -105,36 +112,46 @@ class ThreadPool {
   void start_workers() {
     stopping_ = false;
     shares_ = std::make_unique<Share[]>(size_t(threads_));
-    uint64_t gen = generation_.load();  // read before the threads exist, so no launch is missed
+    uint64_t gen = launch_.load() >> 16;  // read before the threads exist, so no launch is missed
     for (int w = 1; w < threads_; ++w) workers_.emplace_back([this, w, gen] { worker(w, gen); });
   }
   void stop_workers() {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      stopping_ = true;
-      generation_.fetch_add(1);
-    }
-    cv_.notify_all();
+    stopping_ = true;
+    launch(0);
     for (auto& t : workers_) t.join();
     workers_.clear();
+  }
+
+  // A launch is one word, its number and how many threads take part, so a worker that is not
+  // one of them never reads the fields that the next launch may be writing. The launcher takes
+  // the lock and wakes only when a worker has gone to sleep: a spinning worker sees the word.
+  void launch(uint64_t chunks) {
+    launch_.store(((launch_.load(std::memory_order_relaxed) >> 16) + 1) << 16 | chunks);
+    if (sleepers_.load() > 0) {
+      { std::lock_guard<std::mutex> lk(mu_); }
+      cv_.notify_all();
+    }
   }
 
   void worker(int id, uint64_t seen) {
     in_worker_ = true;
     for (;;) {
-      // Spin a little for the next launch, then sleep.
-      for (int i = 0; i < 20000 && generation_.load(std::memory_order_acquire) == seen; ++i)
+      uint64_t now = launch_.load(std::memory_order_acquire);
+      for (int i = 0; i < kSpins && now >> 16 == seen; ++i) {
         std::this_thread::yield();
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return generation_.load() != seen; });
-      seen = generation_.load();
-      if (stopping_) return;
-      auto task = task_;
-      void* closure = closure_;
-      bool mine = id < chunks_;
-      lk.unlock();
-      if (mine) {
-        take_runs(id, task, closure);
+        now = launch_.load(std::memory_order_acquire);
+      }
+      if (now >> 16 == seen) {
+        std::unique_lock<std::mutex> lk(mu_);
+        sleepers_.fetch_add(1);
+        cv_.wait(lk, [&] { return launch_.load() >> 16 != seen; });
+        sleepers_.fetch_sub(1);
+        now = launch_.load();
+      }
+      seen = now >> 16;
+      if (stopping_.load()) return;
+      if (id < int(now & 0xffff)) {
+        take_runs(id, task_, closure_);
         pending_.fetch_sub(1, std::memory_order_release);
       }
     }
@@ -144,12 +161,17 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mu_, run_mu_;
   std::condition_variable cv_;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
-  bool stopping_ = false;
+  static constexpr int kSpins = 20000;  // a worker's yields before it sleeps
+  // The words that one thread spins on while another writes each have a cache line of their own:
+  // sharing a line with the launch's fields, the launcher's writes and the spinning reads took the
+  // line from each other.
+  alignas(64) std::atomic<uint64_t> launch_{0};
+  alignas(64) std::atomic<int> pending_{0};
+  alignas(64) std::atomic<int> sleepers_{0};
+  std::atomic<bool> stopping_{false};
   void (*task_)(int64_t, int64_t, void*) = nullptr;
   void* closure_ = nullptr;
-  struct Share {
+  struct alignas(64) Share {
     std::atomic<int64_t> next{0};
     int64_t end = 0;
   };
