@@ -994,6 +994,45 @@ void schedule_depthwise_pixels(Schedule& s, const std::string& out, const std::s
   a.vectorize(api);
 }
 
+// Whether a depthwise NCHW layer runs two output rows to a vector (schedule_depthwise_row_pairs): a
+// 3x3 window at stride 2 over rows of at most half a vector (MobileNetV2's 576@14, 7x7 out).
+bool depthwise_pairs_rows(const OperationNode* op, int lanes) {
+  const OperationNode* w = op->inputs()[1].get();
+  return column_stride(op) == 2 && w->shape[2] * w->shape[3] <= 9 && 2 * op->shape[3] <= lanes;
+}
+
+// Depthwise convolution in NCHW at stride 2 whose output rows fill at most half a vector: each
+// vector holds two output rows (14 of 16 lanes for 7 columns), a channel's pixels unrolled, its
+// window unrolled. A tap's lanes then read two input rows, every other column: the back end's
+// window_load makes that two loads and one two-source shuffle, where the planes' layout read each
+// row in a vector of 7 lanes. Alternating runs, 2 / 1 threads: 576@14 67 -> 75 / 44 -> 45 GFLOP/s
+// against the channel-blocked layout (the transposes cost about what the FMAs do), 160@14 +16% / +2%;
+// 5x5 windows (25 shuffles a vector) ran half as fast and stay blocked.
+void schedule_depthwise_row_pairs(Schedule& s, const std::string& out, const std::string& acc) {
+  int64_t width = 2 * op_of(s, out)->shape[3];
+  Stage o = s[out];
+  auto axes = o.leaf_axes();  // n, c, y, x
+  Axis par = o.fuse({axes[0], axes[1]});
+  o.parallel(par);
+  auto [po, pi] = o.split(o.fuse({axes[2], axes[3]}), width);
+  o.vectorize(pi);
+  o.unroll(po);
+  Stage a = s[acc];
+  a.compute_at(o, par);
+  auto aa = a.leaf_axes();  // n, c, y, x, then the window
+  auto [apo, api] = a.split(a.fuse({aa[2], aa[3]}), width);
+  std::vector<Axis> order = {aa[0], aa[1], apo};
+  order.insert(order.end(), aa.begin() + 4, aa.end());
+  order.push_back(api);
+  a.reorder(order);
+  for (size_t r = 4; r < aa.size(); ++r) a.unroll(aa[r]);
+  // Unrolled, the channel's vectors are stored to its accumulators and read back at constant
+  // offsets, which LLVM forwards in registers; in a loop, 14-lane vectors went through the stack in
+  // pieces that the copy out read back in other pieces.
+  a.unroll(apo);
+  a.vectorize(api);
+}
+
 // Depthwise convolution in NCHW: a parallel loop over (image, channel); each output row a
 // vector of columns at a time, its window unrolled into FMAs on one accumulator register.
 // Whole vectors, the row's last columns a narrower one: a divisor of the row (7 of 14 or 28
@@ -1062,19 +1101,17 @@ void schedule_depthwise(Schedule& s, const std::string& out, const std::string& 
 }
 
 // Whether a depthwise NCHW layer runs channel-blocked (schedule_depthwise_blocked), with AVX-512,
-// multiplier 1 and whole blocks of channels: windows wider than 3x3, and 3x3 at a stride where an
-// output row fills at most half a vector. Each input value then feeds R x S / stride^2 FMAs against
-// its share of the in-register transposes (a tile's 64 shuffles, in and out), where in the planes'
-// own layout a 7-column row's taps are vectors of 7 lanes, at a stride a shuffle each too.
-// Alternating runs, 2 / 1 threads: 5x5 672@14 stride 2 79 -> 158 / 43 -> 91 GFLOP/s, 1152@7 141 ->
-// 267 / 73 -> 151, 240@28 165 -> 214 / 89 -> 114, 480@14 +3% / +16%, 144@56 stride 2 +7% / +2%; 7x7
-// 384@14 +36% / +6%, 96@56 +84% / +75%; 3x3 576@14 stride 2 57 -> 66 / 33 -> 40. Not the other 3x3
-// layers, whose 9 FMAs a value pay less than the transposes: 960@7 the same, 384@14 and, at stride
-// 2, 192@28 and 144@56 half as fast.
+// multiplier 1 and whole blocks of channels: windows wider than 3x3. Each input value then feeds
+// R x S / stride^2 FMAs against its share of the in-register transposes (a tile's 64 shuffles, in
+// and out), where in the planes' own layout a 7-column row's taps are vectors of 7 lanes, at a
+// stride a shuffle each too. Alternating runs, 2 / 1 threads: 5x5 672@14 stride 2 79 -> 158 / 43 ->
+// 91 GFLOP/s, 1152@7 141 -> 267 / 73 -> 151, 240@28 165 -> 214 / 89 -> 114, 480@14 +3% / +16%,
+// 144@56 stride 2 +7% / +2%; 7x7 384@14 +36% / +6%, 96@56 +84% / +75%. Not 3x3 layers, whose 9 FMAs
+// a value pay less than the transposes: 960@7 the same, 384@14 and, at stride 2, 192@28 and 144@56
+// half as fast (576@14 at stride 2 pairs its rows: depthwise_pairs_rows).
 bool depthwise_blocks_channels(const OperationNode* op, int lanes, const Target& target) {
   const OperationNode* w = op->inputs()[1].get();
-  bool wide = w->shape[2] * w->shape[3] > 9, narrow_strided = column_stride(op) > 1 && 2 * op->shape[3] <= lanes;
-  return op->shape[1] % lanes == 0 && w->shape[0] == op->inputs()[0]->shape[1] && (wide || narrow_strided) &&
+  return op->shape[1] % lanes == 0 && w->shape[0] == op->inputs()[0]->shape[1] && w->shape[2] * w->shape[3] > 9 &&
          target.vector_registers >= 32;
 }
 
@@ -1268,7 +1305,10 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       // partitioning) rather than copied at the root: where the copy costs much against the
       // convolution and partitioning leaves enough columns unguarded.
       bool pad_in_place = false;
-      if (depthwise && depthwise_blocks_channels(op, lanes, target)) {
+      if (depthwise && depthwise_pairs_rows(op, lanes)) {
+        schedule_depthwise_row_pairs(s, out, acc);
+        pad_in_place = true;  // each tap's padding a condition of its lanes
+      } else if (depthwise && depthwise_blocks_channels(op, lanes, target)) {
         schedule_depthwise_blocked(s, out, acc, lanes, constant(op->inputs()[1].get()));
         pad_in_place = true;  // each tap's padding a condition, its border taps skipped
       } else if (depthwise) {

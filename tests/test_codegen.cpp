@@ -470,6 +470,33 @@ TEST(CodeGen, StridedReadsLoadTheirWholeSpanWhereItIsInBounds) {
     for (int64_t j = 0; j < w; ++j) ASSERT_FLOAT_EQ(out.get(i * w + j), at(i + 1, 2 * j - 1) * 3) << i << "," << j;
 }
 
+// A vector of two short rows' pixels (fused) read at stride 2: its lanes lie at constant offsets
+// from one address, in two runs of columns a row of the input apart. Two loads of a machine vector
+// and a two-source shuffle (LLVM's shufflevector), not a gather; the last image's second run
+// passes the buffer's end and is read masked. Every tap, rows 1 and 2 at columns 2x and 2x + 1.
+TEST(CodeGen, ShortRowsAtAStrideAreTwoLoadsAndAShuffle) {
+  int64_t w = Target::host().vector_bytes / 4, OW = w / 2 - 1, W = 2 * OW + 1;  // 7 columns of 15 (AVX-512)
+  Tensor X = placeholder({3, 4, W}, float32, "X");
+  Tensor Y = compute({3, 2, OW}, [&](Var c, Var y, Var x) {
+    return X(c, y * 2, x * 2) * 2.0f + X(c, y * 2 + 1, x * 2 + 1);
+  }, "Y");
+  Schedule s({Y});
+  Axis p = s[Y].fuse({"j", "k"});
+  s[Y].vectorize(p);
+  Module m = build(s, {X, Y});
+  std::string ir = m.llvm_ir();
+  EXPECT_EQ(ir.find("masked.gather"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("masked.load"), std::string::npos) << ir;  // the last image's second run
+  Buffer x = ref::random(X.shape(), 21), out(Y.shape(), float32);
+  m(x, out);
+  auto at = [&](int64_t c, int64_t r, int64_t col) { return float(x.get((c * 4 + r) * W + col)); };
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t y = 0; y < 2; ++y)
+      for (int64_t i = 0; i < OW; ++i)
+        ASSERT_FLOAT_EQ(out.get((c * 2 + y) * OW + i), at(c, 2 * y, 2 * i) * 2 + at(c, 2 * y + 1, 2 * i + 1))
+            << c << "," << y << "," << i;
+}
+
 // A padded stride-2 read of a de-interleaved copy: column 2j - 1 is phase (2j - 1) % 2 at
 // (2j - 1) / 2, a gather as it stands; where the padding's condition holds (j >= 1) they are
 // 1 and j - 1, so the read is one masked load of consecutive elements of phase 1.

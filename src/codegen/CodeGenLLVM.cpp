@@ -1,5 +1,6 @@
 #include "codegen/CodeGenLLVM.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <numeric>
@@ -494,6 +495,8 @@ class CodeGen {
       }
     } else if (int64_t stride = small_stride(l->index); stride && !et.is_bool()) {
       v = strided_load(l->buffer, l->index.as<Ramp>()->base, stride, t, mask);
+    } else if (llvm::Value* w = et.is_bool() ? nullptr : window_load(l, mask)) {
+      v = w;
     } else {
       v = b_.CreateMaskedGather(mem_type(t), element_ptr(l->buffer, emit(l->index)), elem_align(et), mask);
     }
@@ -600,6 +603,115 @@ class CodeGen {
     std::vector<int> every;
     for (unsigned i = 0; i < lanes; ++i) every.push_back(int(first + i * unsigned(stride)));
     llvm::Value* v = b_.CreateShuffleVector(all, every);
+    return mask ? b_.CreateSelect(mask, v, llvm::Constant::getNullValue(v->getType())) : v;
+  }
+
+  // A vector index as a scalar plus constant lanes: s + (o_0, ..., o_n-1), s undefined where it
+  // is 0. The lanes of ramps and broadcasts of constants, combined by arithmetic and comparisons
+  // (a fused loop's (p / W) * R + (p % W) * 2 over a vector of p at a multiple of W, a padded tap's
+  // condition); false where a lane depends on anything but the scalar.
+  static bool constant_lanes(const Expr& e, int n, Expr* scalar, std::vector<int64_t>* lanes) {
+    *scalar = Expr();
+    lanes->assign(size_t(n), 0);
+    int64_t c;
+    if (e.dtype().is_scalar()) {
+      if (!e.dtype().is_int() && !e.dtype().is_bool()) return false;
+      if (is_const_int(e, &c)) lanes->assign(size_t(n), c);
+      else *scalar = e;
+      return true;
+    }
+    if (const Broadcast* b = e.as<Broadcast>()) return constant_lanes(b->value, n, scalar, lanes);
+    if (const Ramp* r = e.as<Ramp>()) {
+      if (!is_const_int(r->stride, &c) || !constant_lanes(r->base, n, scalar, lanes)) return false;
+      for (int i = 0; i < n; ++i) (*lanes)[size_t(i)] += c * i;
+      return true;
+    }
+    auto* bin = dynamic_cast<const BinaryNode*>(e.get());
+    if (!bin) return false;
+    Expr sa, sb;
+    std::vector<int64_t> a, b;
+    if (!constant_lanes(bin->a, n, &sa, &a) || !constant_lanes(bin->b, n, &sb, &b)) return false;
+    NodeKind k = e.get()->kind;
+    bool uniform_b = std::all_of(b.begin(), b.end(), [&](int64_t x) { return x == b[0]; });
+    if (k == NodeKind::Add || k == NodeKind::Sub) {
+      *scalar = !sa.defined() ? (sb.defined() && k == NodeKind::Sub ? make_int(0, sb.dtype()) - sb : sb)
+                : !sb.defined() ? sa
+                : k == NodeKind::Add ? sa + sb : sa - sb;
+      for (int i = 0; i < n; ++i) (*lanes)[size_t(i)] = k == NodeKind::Add ? a[size_t(i)] + b[size_t(i)] : a[size_t(i)] - b[size_t(i)];
+      return true;
+    }
+    if (sb.defined() || (sa.defined() && !(k == NodeKind::Mul && uniform_b))) return false;  // lanes of lanes alone
+    if (sa.defined()) *scalar = sa * make_int(b[0], sa.dtype());
+    for (int i = 0; i < n; ++i) {
+      int64_t x = a[size_t(i)], y = b[size_t(i)], &r = (*lanes)[size_t(i)];
+      switch (k) {
+        case NodeKind::Mul: r = x * y; break;
+        case NodeKind::Div: if (y == 0) return false; r = x / y; break;
+        case NodeKind::Mod: if (y == 0) return false; r = x % y; break;
+        case NodeKind::Min: r = std::min(x, y); break;
+        case NodeKind::Max: r = std::max(x, y); break;
+        case NodeKind::EQ: r = x == y; break;
+        case NodeKind::NE: r = x != y; break;
+        case NodeKind::LT: r = x < y; break;
+        case NodeKind::LE: r = x <= y; break;
+        case NodeKind::GT: r = x > y; break;
+        case NodeKind::GE: r = x >= y; break;
+        case NodeKind::And: r = x && y; break;
+        case NodeKind::Or: r = x || y; break;
+        default: return false;
+      }
+    }
+    return true;
+  }
+
+  // A read whose lanes lie at constant offsets from one scalar address, within two machine vectors
+  // of elements (a vector of fused pixels spanning two rows of a stride-2 window's taps: rows
+  // 28 elements apart, every other column), is the two vectors' loads and one two-source shuffle,
+  // not a gather (one load per lane: with AVX-512 16 loads and inserts). The vectors are read
+  // whole where they lie in the buffer, else masked to the elements active lanes read; inactive
+  // lanes under `mask` (a padded tap's condition, constant here) are zero. Null where the lanes
+  // spread further, or a runtime condition guards reads outside the buffer.
+  llvm::Value* window_load(const Load* l, llvm::Value* mask) {
+    int n = l->type.lanes, w = std::max(1, target_.vector_bytes / l->type.bytes());
+    Expr scalar, unused;
+    std::vector<int64_t> offs, on(size_t(n), 1);
+    if (!constant_lanes(l->index, n, &scalar, &offs)) return nullptr;
+    if (l->predicate.defined() && !constant_lanes(l->predicate, n, &unused, &on)) on.clear();  // decided at run time
+    if (!on.empty() && unused.defined()) on.clear();
+    int64_t lo = *std::min_element(offs.begin(), offs.end()), hi = *std::max_element(offs.begin(), offs.end());
+    int64_t second = lo;  // the second vector's first element
+    for (int64_t o : offs)
+      if (o >= lo + w && (second == lo || o < second)) second = o;
+    if (second == lo) second = lo + w;
+    if (hi - lo < 2 * w) second = lo + w;  // one span of two vectors
+    for (int64_t o : offs)
+      if (!(o < lo + w || (o >= second && o < second + w))) return nullptr;
+    DType et = buffer_type_.at(l->buffer.get());
+    DType it = scalar.defined() ? scalar.dtype() : l->index.dtype().with_lanes(1);
+    auto* vt = llvm::FixedVectorType::get(mem_type(et), unsigned(w));
+    llvm::Value* halves[2];
+    for (int h = 0; h < 2; ++h) {
+      int64_t start = h ? second : lo;
+      Expr first = scalar.defined() ? scalar + make_int(start, it) : make_int(start, it);
+      llvm::Value* p = element_ptr(l->buffer, emit(first));
+      if (in_bounds(l->buffer, first, w)) {
+        halves[h] = b_.CreateAlignedLoad(vt, p, elem_align(et));
+        continue;
+      }
+      if (on.empty()) return nullptr;
+      std::vector<llvm::Constant*> read(size_t(w), b_.getInt1(false));
+      bool any = false;
+      for (int i = 0; i < n; ++i)
+        if (on[size_t(i)] && offs[size_t(i)] >= start && offs[size_t(i)] < start + w)
+          read[size_t(offs[size_t(i)] - start)] = b_.getInt1(true), any = true;
+      halves[h] = llvm::Constant::getNullValue(vt);
+      if (any)
+        halves[h] = b_.CreateMaskedLoad(vt, p, elem_align(et), llvm::ConstantVector::get(read),
+                                        llvm::Constant::getNullValue(vt));
+    }
+    std::vector<int> pick;
+    for (int64_t o : offs) pick.push_back(int(o < lo + w ? o - lo : w + o - second));
+    llvm::Value* v = b_.CreateShuffleVector(halves[0], halves[1], pick);
     return mask ? b_.CreateSelect(mask, v, llvm::Constant::getNullValue(v->getType())) : v;
   }
 
