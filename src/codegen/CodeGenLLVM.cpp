@@ -637,7 +637,7 @@ class CodeGen {
       *scalar = !sa.defined() ? (sb.defined() && k == NodeKind::Sub ? make_int(0, sb.dtype()) - sb : sb)
                 : !sb.defined() ? sa
                 : k == NodeKind::Add ? sa + sb : sa - sb;
-      for (int i = 0; i < n; ++i) (*lanes)[size_t(i)] = k == NodeKind::Add ? a[size_t(i)] + b[size_t(i)] : a[size_t(i)] - b[size_t(i)];
+      for (size_t i = 0; i < size_t(n); ++i) (*lanes)[i] = k == NodeKind::Add ? a[i] + b[i] : a[i] - b[i];
       return true;
     }
     if (sb.defined() || (sa.defined() && !(k == NodeKind::Mul && uniform_b))) return false;  // lanes of lanes alone
