@@ -582,6 +582,19 @@ TEST(CodeGen, OddWidthVectorsAreOneMaskedAccess) {
   Buffer a = ref::random(A.shape(), 6), b({3, 7}, float32);
   m(a, b);
   for (int64_t k = 0; k < 21; ++k) ASSERT_FLOAT_EQ(b.get(k), float(a.get(k) * 2));
+  // Rows whose machine vector lies inside the buffer for every row read (3 of 6 rows) are read
+  // whole; their stores stay masked.
+  Tensor A6 = placeholder({6, 7}, float32, "A6");
+  Tensor B6 = compute({3, 7}, [&](Var i, Var j) { return A6(i, j) * 2.0f; }, "B6");
+  Schedule s6({B6});
+  s6[B6].vectorize("j");
+  Module m6 = build(s6, {A6, B6});
+  ir = m6.llvm_ir();
+  EXPECT_EQ(ir.find("llvm.masked.load.v"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("llvm.masked.store.v"), std::string::npos) << ir;
+  Buffer a6 = ref::random(A6.shape(), 8);
+  m6(a6, b);
+  for (int64_t k = 0; k < 21; ++k) ASSERT_FLOAT_EQ(b.get(k), float(a6.get(k) * 2));
   // A sum accumulated in place is read and written in its reduction loop: its accesses stay
   // plain, for LLVM to keep the accumulator in registers across the loop.
   Tensor X = placeholder({5, 3, 7}, float32, "X");
