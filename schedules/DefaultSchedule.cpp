@@ -975,22 +975,27 @@ void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& 
 // (vectorize_loops unclamps them). The channel's accumulators are then copied out whole.
 // MobileNetV2's 960@7 (AVX-512, 2 threads): 13.7 us a row at a time (7 of 16 lanes), 8.2 us
 // this way. At 14x14 (12.25 vectors against 14 rows of 14 lanes) it was slower: 23 -> 29 us.
-void schedule_depthwise_pixels(Schedule& s, const std::string& out, const std::string& acc, int lanes) {
+// Vectors of `width` pixels; with `unrolled`, the channel's vectors too (see
+// schedule_depthwise_row_pairs).
+void schedule_depthwise_pixels(Schedule& s, const std::string& out, const std::string& acc, int64_t width,
+                               bool unrolled = false) {
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, c, y, x
   Axis par = o.fuse({axes[0], axes[1]});
   o.parallel(par);
-  auto [po, pi] = o.split(o.fuse({axes[2], axes[3]}), lanes);
+  auto [po, pi] = o.split(o.fuse({axes[2], axes[3]}), width);
   o.vectorize(pi);
+  if (unrolled) o.unroll(po);
   Stage a = s[acc];
   a.compute_at(o, par);
   auto aa = a.leaf_axes();  // n, c, y, x, then the window
-  auto [apo, api] = a.split(a.fuse({aa[2], aa[3]}), lanes);
+  auto [apo, api] = a.split(a.fuse({aa[2], aa[3]}), width);
   std::vector<Axis> order = {aa[0], aa[1], apo};
   order.insert(order.end(), aa.begin() + 4, aa.end());
   order.push_back(api);
   a.reorder(order);
   for (size_t r = 4; r < aa.size(); ++r) a.unroll(aa[r]);
+  if (unrolled) a.unroll(apo);
   a.vectorize(api);
 }
 
@@ -1008,29 +1013,11 @@ bool depthwise_pairs_rows(const OperationNode* op, int lanes) {
 // row in a vector of 7 lanes. Alternating runs, 2 / 1 threads: 576@14 67 -> 75 / 44 -> 45 GFLOP/s
 // against the channel-blocked layout (the transposes cost about what the FMAs do), 160@14 +16% / +2%;
 // 5x5 windows (25 shuffles a vector) ran half as fast and stay blocked.
+// Unrolled, the channel's vectors are stored to its accumulators and read back at constant offsets,
+// which LLVM forwards in registers; in a loop, 14-lane vectors went through the stack in pieces that
+// the copy out read back in other pieces.
 void schedule_depthwise_row_pairs(Schedule& s, const std::string& out, const std::string& acc) {
-  int64_t width = 2 * op_of(s, out)->shape[3];
-  Stage o = s[out];
-  auto axes = o.leaf_axes();  // n, c, y, x
-  Axis par = o.fuse({axes[0], axes[1]});
-  o.parallel(par);
-  auto [po, pi] = o.split(o.fuse({axes[2], axes[3]}), width);
-  o.vectorize(pi);
-  o.unroll(po);
-  Stage a = s[acc];
-  a.compute_at(o, par);
-  auto aa = a.leaf_axes();  // n, c, y, x, then the window
-  auto [apo, api] = a.split(a.fuse({aa[2], aa[3]}), width);
-  std::vector<Axis> order = {aa[0], aa[1], apo};
-  order.insert(order.end(), aa.begin() + 4, aa.end());
-  order.push_back(api);
-  a.reorder(order);
-  for (size_t r = 4; r < aa.size(); ++r) a.unroll(aa[r]);
-  // Unrolled, the channel's vectors are stored to its accumulators and read back at constant
-  // offsets, which LLVM forwards in registers; in a loop, 14-lane vectors went through the stack in
-  // pieces that the copy out read back in other pieces.
-  a.unroll(apo);
-  a.vectorize(api);
+  schedule_depthwise_pixels(s, out, acc, 2 * op_of(s, out)->shape[3], true);
 }
 
 // Depthwise convolution in NCHW: a parallel loop over (image, channel); each output row a
