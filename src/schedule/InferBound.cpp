@@ -2,6 +2,7 @@
 // produce, and what every loop's extent is. Consumers are processed before producers, so
 // when a producer is visited the loops around its attach point are already known.
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "ir/IRMutator.h"
@@ -144,6 +145,28 @@ SymInterval eval_interval(const Expr& e, const std::map<const ExprNode*, int64_t
   return {};
 }
 
+// An index clamped into [lo, hi] by constants, max(min(e, hi), lo) as pad() reads (either bound
+// may be absent): the clamp's bounds and e. Clamps narrow the region, but their symbolic
+// bounds do not subtract: max(min(y*8 + 6, 55), 0) - max(min(y*8 - 2, 55), 0) has no constant
+// bound, where the unclamped extent is 9 (see clamped_region).
+struct Clamp {
+  std::optional<int64_t> lo, hi;
+  bool operator==(const Clamp& o) const { return lo == o.lo && hi == o.hi; }
+};
+Expr unclamp(Expr e, Clamp& c) {
+  for (;;) {
+    NodeKind kind = e.get()->kind;
+    if (kind != NodeKind::Max && kind != NodeKind::Min) return e;
+    auto* b = static_cast<const BinaryNode*>(e.get());
+    int64_t k;
+    if (!is_const_int(b->b, &k)) return e;
+    std::optional<int64_t>& bound = kind == NodeKind::Max ? c.lo : c.hi;
+    if (bound) return e;  // clamped twice on one side: keep the inner clamp in e
+    bound = k;
+    e = b->a;
+  }
+}
+
 bool is_thread_loop(const AxisState& a) {
   return a.annotation == ForKind::ThreadBound && a.thread_tag.rfind("blockIdx", 0) != 0;
 }
@@ -181,6 +204,29 @@ void collect_loads(const Expr& body, const OperationNode* op, std::vector<std::v
   });
 }
 
+// The first index and the extent of a region (the extent a bound over the outer loops where it
+// varies with them); an unbounded extent is INT64_MAX.
+std::pair<Expr, int64_t> region_extent(const SymInterval& r, const BoundsMap& ranges) {
+  Expr lo = simplify(r.lo, &ranges);
+  Expr ext = simplify(r.hi - lo + make_int(1), &ranges);
+  int64_t e;
+  if (is_const_int(ext, &e)) return {lo, e};
+  ConstInterval b = const_bounds(ext, ranges);
+  return {lo, b.bounded_above() ? b.max : INT64_MAX};
+}
+
+// The region of indices clamp(v) for v in `unclamped`, [a, b], clamped to [c.lo, c.hi]: from
+// clamp(a) on, b - a + 1 of them. Clamping is monotone and narrows any interval, so clamp(v)
+// lies between clamp(a) and clamp(a) + (b - a); the region's tail may hang over the tensor's
+// edge (the caller guards the domain).
+std::pair<Expr, int64_t> clamped_region(const SymInterval& unclamped, const Clamp& c, const BoundsMap& ranges) {
+  auto [lo, e] = region_extent(unclamped, ranges);
+  if (c.lo && c.hi && *c.lo > *c.hi) return {lo, INT64_MAX};  // not a clamp: every index is c.lo
+  if (c.lo) lo = max(lo, make_int(*c.lo));
+  if (c.hi) lo = min(lo, make_int(*c.hi));
+  return {simplify(lo, &ranges), e};
+}
+
 }  // namespace
 
 LoopProgram infer_bounds(const ScheduleState& st) {
@@ -214,8 +260,9 @@ LoopProgram infer_bounds(const ScheduleState& st) {
       std::map<const ExprNode*, int64_t> relax;
       for (auto& [v, ext] : loop_ext)
         if (!outer.count(v)) relax[v] = ext;
-      std::vector<SymInterval> region(nsp);
-      std::vector<bool> first(nsp, true);
+      std::vector<SymInterval> region(nsp), unclamped(nsp);
+      std::vector<Clamp> clamps(nsp);
+      std::vector<bool> first(nsp, true), same_clamp(nsp, true);
       for (auto& reader : prog.stages) {
         std::vector<std::vector<Expr>> loads;
         collect_loads(reader.body, op, loads);
@@ -234,15 +281,21 @@ LoopProgram infer_bounds(const ScheduleState& st) {
           // An axis of one iteration is its minimum: a 1x1 window's tap (y*2 + ry) % 2 is then 0.
           to_loops[iv.var().get()] = reader.root_ext[r] == 1 ? reader.root_min[r] : reader.root_value[r];
         }
+        auto join = [](SymInterval& into, const SymInterval& iv) {
+          into.lo = into.lo.defined() && iv.lo.defined() ? min(into.lo, iv.lo) : Expr();
+          into.hi = into.hi.defined() && iv.hi.defined() ? max(into.hi, iv.hi) : Expr();
+        };
         for (auto& idx : loads)
           for (int d = 0; d < nsp; ++d) {
-            SymInterval iv = eval_interval(simplify(substitute(idx[d], to_loops)), relax);
+            Expr index = simplify(substitute(idx[d], to_loops));
+            Clamp c;
+            SymInterval iv = eval_interval(index, relax), inner = eval_interval(unclamp(index, c), relax);
             if (first[d]) {
-              region[d] = iv;
+              region[d] = iv, unclamped[d] = inner, clamps[d] = c;
               first[d] = false;
             } else {
-              region[d].lo = region[d].lo.defined() && iv.lo.defined() ? min(region[d].lo, iv.lo) : Expr();
-              region[d].hi = region[d].hi.defined() && iv.hi.defined() ? max(region[d].hi, iv.hi) : Expr();
+              join(region[d], iv), join(unclamped[d], inner);
+              same_clamp[d] = same_clamp[d] && clamps[d] == c;
             }
           }
       }
@@ -250,15 +303,10 @@ LoopProgram infer_bounds(const ScheduleState& st) {
       for (auto& [v, ext] : loop_ext) ranges[v] = {0, ext - 1};
       for (int d = 0; d < nsp; ++d) {
         int64_t full = op->axis[d].extent();
-        if (first[d] || !region[d].bounded()) continue;  // unknown: compute the whole dimension
-        Expr lo = simplify(region[d].lo, &ranges);
-        Expr ext = simplify(region[d].hi - lo + make_int(1), &ranges);
-        int64_t e;
-        if (!is_const_int(ext, &e)) {
-          ConstInterval b = const_bounds(ext, ranges);
-          if (!b.bounded_above()) continue;
-          e = b.max;
-        }
+        if (first[d]) continue;  // unknown: compute the whole dimension
+        auto [lo, e] = region[d].bounded() ? region_extent(region[d], ranges) : std::pair<Expr, int64_t>{Expr(), full};
+        if (e >= full && same_clamp[d] && unclamped[d].bounded())
+          std::tie(lo, e) = clamped_region(unclamped[d], clamps[d], ranges);
         if (e >= full) continue;
         n.root_min[d] = lo;
         n.root_ext[d] = std::max<int64_t>(e, 1);
