@@ -215,16 +215,19 @@ std::pair<Expr, int64_t> region_extent(const SymInterval& r, const BoundsMap& ra
   return {lo, b.bounded_above() ? b.max : INT64_MAX};
 }
 
-// The region of indices clamp(v) for v in `unclamped`, [a, b], clamped to [c.lo, c.hi]: from
-// clamp(a) on, b - a + 1 of them. Clamping is monotone and narrows any interval, so clamp(v)
-// lies between clamp(a) and clamp(a) + (b - a); the region's tail may hang over the tensor's
-// edge (the caller guards the domain).
-std::pair<Expr, int64_t> clamped_region(const SymInterval& unclamped, const Clamp& c, const BoundsMap& ranges) {
+// The region of indices clamp(v) for v in `unclamped`, [a, b], clamped to [c.lo, c.hi], of a
+// dimension of `full` indices: from clamp(a) on, b - a + 1 of them. Clamping is monotone and
+// narrows any interval, so clamp(v) lies between clamp(a) and clamp(a) + (b - a). A region that
+// would hang over the tensor's end starts earlier instead, so that it needs no guards (a
+// guarded copy is not a transposed one: the last band of a channel-blocked pack was copied
+// lane by lane).
+std::pair<Expr, int64_t> clamped_region(const SymInterval& unclamped, const Clamp& c, int64_t full,
+                                        const BoundsMap& ranges) {
   auto [lo, e] = region_extent(unclamped, ranges);
-  if (c.lo && c.hi && *c.lo > *c.hi) return {lo, INT64_MAX};  // not a clamp: every index is c.lo
+  if ((c.lo && c.hi && *c.lo > *c.hi) || e >= full) return {lo, INT64_MAX};  // not a clamp: every index is c.lo
   if (c.lo) lo = max(lo, make_int(*c.lo));
   if (c.hi) lo = min(lo, make_int(*c.hi));
-  return {simplify(lo, &ranges), e};
+  return {simplify(min(lo, make_int(full - e)), &ranges), e};
 }
 
 }  // namespace
@@ -306,7 +309,7 @@ LoopProgram infer_bounds(const ScheduleState& st) {
         if (first[d]) continue;  // unknown: compute the whole dimension
         auto [lo, e] = region[d].bounded() ? region_extent(region[d], ranges) : std::pair<Expr, int64_t>{Expr(), full};
         if (e >= full && same_clamp[d] && unclamped[d].bounded())
-          std::tie(lo, e) = clamped_region(unclamped[d], clamps[d], ranges);
+          std::tie(lo, e) = clamped_region(unclamped[d], clamps[d], full, ranges);
         if (e >= full) continue;
         n.root_min[d] = lo;
         n.root_ext[d] = std::max<int64_t>(e, 1);
