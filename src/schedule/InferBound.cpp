@@ -224,7 +224,8 @@ std::pair<Expr, int64_t> region_extent(const SymInterval& r, const BoundsMap& ra
 std::pair<Expr, int64_t> clamped_region(const SymInterval& unclamped, const Clamp& c, int64_t full,
                                         const BoundsMap& ranges) {
   auto [lo, e] = region_extent(unclamped, ranges);
-  if ((c.lo && c.hi && *c.lo > *c.hi) || e >= full) return {lo, INT64_MAX};  // not a clamp: every index is c.lo
+  // Not a clamp (every index is c.lo), or no narrower than the dimension: the whole of it.
+  if ((c.lo && c.hi && *c.lo > *c.hi) || e >= full) return {lo, INT64_MAX};
   if (c.lo) lo = max(lo, make_int(*c.lo));
   if (c.hi) lo = min(lo, make_int(*c.hi));
   return {simplify(min(lo, make_int(full - e)), &ranges), e};
