@@ -482,17 +482,14 @@ class CodeGen {
       v = b_.CreateAlignedLoad(mem_type(et), element_ptr(l->buffer, emit(l->index)), elem_align(et));
       if (!t.is_bool() && v->getType() != type(t)) v = b_.CreateSExt(v, type(t));
     } else if (dense(l->index, &base)) {
-      llvm::Value* p = element_ptr(l->buffer, emit(base));
       if (unsigned w = padded_lanes(l->buffer, t); w && !mask) {
-        auto* wide = llvm::FixedVectorType::get(mem_type(et), w);
-        // Read whole where the machine vector lies in the buffer (the masked load costs an operation
-        // on the FMAs' ports): a row of 14 columns inside a 56x56 image.
-        llvm::Value* all = in_bounds(l->buffer, base, w)
-                               ? static_cast<llvm::Value*>(b_.CreateAlignedLoad(wide, p, elem_align(et)))
-                               : b_.CreateMaskedLoad(wide, p, elem_align(et), first_lanes(t.lanes, w));
+        // Whole where the machine vector lies in the buffer: a row of 14 columns inside a 56x56 image.
+        llvm::Value* all = whole_or_masked(l->buffer, base, llvm::FixedVectorType::get(mem_type(et), w),
+                                           first_lanes(t.lanes, w));
         v = b_.CreateShuffleVector(all, lane_indices(t.lanes, t.lanes));
       } else {
         // Inactive lanes read as zero (see the Select case).
+        llvm::Value* p = element_ptr(l->buffer, emit(base));
         v = mask ? static_cast<llvm::Value*>(b_.CreateMaskedLoad(mem_type(t), p, elem_align(et), mask,
                                                                  llvm::Constant::getNullValue(mem_type(t))))
                  : b_.CreateAlignedLoad(mem_type(t), p, elem_align(et));
@@ -571,16 +568,11 @@ class CodeGen {
                                                                           : shared_span(buffer, base, stride, lanes)) {
       if (!sp->value || sp->block != b_.GetInsertBlock()) {
         Expr start = make_int(sp->start, base.dtype());
-        Expr from = sp->offset.defined() ? sp->offset + start : start;
-        llvm::Value* p = element_ptr(buffer, emit(from));
-        auto* wide = llvm::FixedVectorType::get(mem_type(et), sp->width);
-        if (in_bounds(buffer, from, sp->width)) {
-          sp->value = b_.CreateAlignedLoad(wide, p, elem_align(et));
-        } else {
-          std::vector<llvm::Constant*> read;
-          for (unsigned i = 0; i < sp->width; ++i) read.push_back(b_.getInt1(sp->lanes >> i & 1));
-          sp->value = b_.CreateMaskedLoad(wide, p, elem_align(et), llvm::ConstantVector::get(read));
-        }
+        std::vector<llvm::Constant*> read;
+        for (unsigned i = 0; i < sp->width; ++i) read.push_back(b_.getInt1(sp->lanes >> i & 1));
+        sp->value = whole_or_masked(buffer, sp->offset.defined() ? sp->offset + start : start,
+                                    llvm::FixedVectorType::get(mem_type(et), sp->width),
+                                    llvm::ConstantVector::get(read));
         sp->block = b_.GetInsertBlock();
       }
       all = sp->value;
@@ -717,6 +709,15 @@ class CodeGen {
     for (int64_t o : offs) pick.push_back(int(o < lo + w ? o - lo : w + o - second));
     llvm::Value* v = b_.CreateShuffleVector(halves[0], halves[1], pick);
     return mask ? b_.CreateSelect(mask, v, llvm::Constant::getNullValue(v->getType())) : v;
+  }
+
+  // The `type` vector of `buffer`'s elements from `first`: one plain load where it lies in the
+  // buffer (in_bounds), else a load masked to the lanes `read` (the others undefined).
+  llvm::Value* whole_or_masked(const Var& buffer, const Expr& first, llvm::FixedVectorType* type, llvm::Value* read) {
+    llvm::Align align = elem_align(buffer_type_.at(buffer.get()));
+    llvm::Value* p = element_ptr(buffer, emit(first));
+    if (in_bounds(buffer, first, type->getNumElements())) return b_.CreateAlignedLoad(type, p, align);
+    return b_.CreateMaskedLoad(type, p, align, read);
   }
 
   // Whether elements [first, first + n) of `buffer` exist for every value of the enclosing loops'

@@ -112,7 +112,7 @@ class ThreadPool {
   void start_workers() {
     stopping_ = false;
     shares_ = std::make_unique<Share[]>(size_t(threads_));
-    uint64_t gen = launch_.load() >> 16;  // read before the threads exist, so no launch is missed
+    uint64_t gen = number(launch_.load());  // read before the threads exist, so no launch is missed
     for (int w = 1; w < threads_; ++w) workers_.emplace_back([this, w, gen] { worker(w, gen); });
   }
   void stop_workers() {
@@ -125,8 +125,10 @@ class ThreadPool {
   // A launch is one word, its number and how many threads take part, so a worker that is not
   // one of them never reads the fields that the next launch may be writing. The launcher takes
   // the lock and wakes only when a worker has gone to sleep: a spinning worker sees the word.
+  static uint64_t number(uint64_t word) { return word >> 16; }
+  static int participants(uint64_t word) { return int(word & 0xffff); }
   void launch(uint64_t chunks) {
-    launch_.store(((launch_.load(std::memory_order_relaxed) >> 16) + 1) << 16 | chunks);
+    launch_.store((number(launch_.load(std::memory_order_relaxed)) + 1) << 16 | chunks);
     if (sleepers_.load() > 0) {
       { std::lock_guard<std::mutex> lk(mu_); }
       cv_.notify_all();
@@ -137,20 +139,20 @@ class ThreadPool {
     in_worker_ = true;
     for (;;) {
       uint64_t now = launch_.load(std::memory_order_acquire);
-      for (int i = 0; i < kSpins && now >> 16 == seen; ++i) {
+      for (int i = 0; i < kSpins && number(now) == seen; ++i) {
         std::this_thread::yield();
         now = launch_.load(std::memory_order_acquire);
       }
-      if (now >> 16 == seen) {
+      if (number(now) == seen) {
         std::unique_lock<std::mutex> lk(mu_);
         sleepers_.fetch_add(1);
-        cv_.wait(lk, [&] { return launch_.load() >> 16 != seen; });
+        cv_.wait(lk, [&] { return number(launch_.load()) != seen; });
         sleepers_.fetch_sub(1);
         now = launch_.load();
       }
-      seen = now >> 16;
+      seen = number(now);
       if (stopping_.load()) return;
-      if (id < int(now & 0xffff)) {
+      if (id < participants(now)) {
         take_runs(id, task_, closure_);
         pending_.fetch_sub(1, std::memory_order_release);
       }
