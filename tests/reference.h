@@ -5,6 +5,7 @@
 #include <Eigen/Dense>
 #include <cmath>
 #include <functional>
+#include <sstream>
 
 #include "tessel/ops.h"
 #include "tessel/tessel.h"
@@ -105,6 +106,19 @@ inline size_t occurrences(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
+}
+
+// Whether lowered code copies a local (register) block out in a loop: a loop whose first
+// statement reads a `.local` buffer on its right-hand side.
+inline bool copies_local_in_a_loop(const std::string& lowered) {
+  std::istringstream lines(lowered);
+  bool after_for = false;
+  for (std::string line; std::getline(lines, line);) {
+    size_t local = line.find(".local["), assign = line.find(" = ");
+    if (after_for && local != std::string::npos && assign != std::string::npos && local > assign) return true;
+    after_for = line.find("for (") != std::string::npos;
+  }
+  return false;
 }
 
 inline void expect_close(const Buffer& got, const Buffer& want, double tol = 1e-4) {

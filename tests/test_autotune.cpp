@@ -314,6 +314,21 @@ TEST(Autotune, MicroKernelSketchUnrollsItsBlockAndInnermostReduction) {
   EXPECT_EQ(micro.size(), 3u);
 }
 
+TEST(Autotune, SketchCopiesARegisterBlockOutUnrolled) {
+  // A cache-write block computed at the consumer's second tile level, of whole vectors along the
+  // output's rows and within the registers, is copied out by unrolled statements (in a loop the
+  // block would live in memory): the consumer's block loops other than the vector are unrolled.
+  Workload w = make_workload("conv2d", parse_shape("C=3,H=64,W=64,K=32,R=3,S=3,stride=2,pad=1"));
+  SearchSpace space(w, Target::host());
+  auto unrolled = samples_with_step(space, 5, R"(["unroll","conv",)", 3, 200);
+  for (auto& c : unrolled) {
+    std::string ir = build(Schedule::replay(w.outputs, c.steps), w.args).lowered().str();
+    EXPECT_FALSE(ref::copies_local_in_a_loop(ir)) << c.key << "\n" << ir;
+    ASSERT_LE(error_vs_default(w, c.steps), 1e-3) << c.key;
+  }
+  EXPECT_EQ(unrolled.size(), 3u);
+}
+
 TEST(Autotune, TileSizesNeedNotDivide) {
   // Extents 7, 49 and 1000: a divisor-only space would be tiny for 7 and 49.
   Workload w = make_workload("matmul", parse_shape("M=7,N=1000,K=49"));

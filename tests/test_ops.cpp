@@ -910,6 +910,33 @@ TEST(Ops, DepthwiseConv2dNhwc) {
   }
 }
 
+TEST(Ops, RegisterBlocksAreCopiedOutUnrolled) {
+  // A register block of whole vectors is copied out to the output statement by statement: in a
+  // loop over the block, the block lives in memory (zeroed, stored and loaded again). The NCHW
+  // 3-channel stride-2 stem (16 channels x 1 vector) and an NHWC depthwise layer (a vector of
+  // channels x 8 columns), both with their reference answer.
+  ops::Conv2dParams p{2, 2, 1, 1, 1, 1, 1};
+  Tensor X = placeholder({1, 3, 64, 64}, float32, "X"), W = placeholder({32, 3, 3, 3}, float32, "W");
+  Tensor Y = ops::conv2d_nchw(X, W, p);
+  Schedule s = ops::default_schedule({Y}, Target::host(), {W});
+  std::string ir = build(s, {X, W, Y}).lowered().str();
+  EXPECT_FALSE(ref::copies_local_in_a_loop(ir)) << ir;
+  Buffer x = ref::random(X.shape(), 1), w = ref::random(W.shape(), 2);
+  ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, p));
+
+  ops::Conv2dParams q{1, 1, 1, 1, 1, 1, 1};
+  Tensor Xn = placeholder({1, 14, 14, 32}, float32, "X"), Wn = placeholder({3, 3, 32, 1}, float32, "W");
+  Tensor Yn = ops::depthwise_conv2d_nhwc(Xn, Wn, q);
+  Schedule sn = ops::default_schedule({Yn}, Target::host(), {Wn});
+  ir = build(sn, {Xn, Wn, Yn}).lowered().str();
+  EXPECT_FALSE(ref::copies_local_in_a_loop(ir)) << ir;
+  Buffer xn = ref::random(Xn.shape(), 3), wn = ref::random(Wn.shape(), 4);
+  Buffer wk = ref::permute(wn, {2, 3, 0, 1}), wg({32, 1, 3, 3}, float32);  // [C, 1, R, S]
+  for (int64_t i = 0; i < wg.size(); ++i) wg.set(i, wk.get(i));
+  q.groups = 32;
+  ref::expect_close(ref::run(sn, {Xn, Wn, Yn}, {xn, wn})[0], conv2d_nhwc_reference(xn, wg, q));
+}
+
 TEST(Ops, Pooling) {
   Tensor X = placeholder({2, 3, 9, 9}, float32, "X");
   ops::Pool2dParams p{3, 3, 2, 2, 1, 1};
