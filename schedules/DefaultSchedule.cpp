@@ -965,7 +965,7 @@ void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& 
   std::vector<Axis> par = {axes[0], outer[0]};
   if (!target.shares_evenly(weights_first ? blocks : rows)) par.push_back(outer[1]);
   o.parallel(o.fuse(par));
-  o.unroll(xi);  // the block's copy out (see schedule_conv_nchw_strided)
+  if (kv % lanes == 0) o.unroll(xi);  // the block's copy out, of whole vectors (see schedule_conv_nchw_strided)
   if (width < kv) {
     auto [kio, kii] = o.split(ki, width);
     o.vectorize(kii);
