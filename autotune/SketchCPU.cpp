@@ -407,14 +407,15 @@ Candidate SearchSpace::generate_cpu(Tracer& tr) const {
       prefetch_weights(outer, par, rewritten);
       std::string at = unfused(outer, level == 1 ? o0.back() : o1.back(), par);
       int64_t row = axis_extent(s, outer, o2.back());
-      if (row <= 64 && row > 1) s[outer].vectorize(o2.back());
+      bool vector_row = row > 1 && row <= 64;
+      if (vector_row) s[outer].vectorize(o2.back());
       s[m].compute_at(s[outer], at);
       // A block in registers, of whole vectors stored along the output's rows, is copied out
       // unrolled (see schedule_conv_nchw_strided): in a loop it goes through memory. Not a block
       // stored along another axis, whose copy out is the back end's transpose of a loop.
       int64_t vectors = row / lanes;
       for (size_t d = 0; d + 1 < o2.size(); ++d) vectors *= axis_extent(s, outer, o2[d]);
-      if (level == 2 && v + 1 == ax.size() && row <= 64 && row % lanes == 0 && vectors <= max_regs)
+      if (level == 2 && v + 1 == ax.size() && vector_row && row % lanes == 0 && vectors <= max_regs)
         for (size_t d = 0; d + 1 < o2.size(); ++d)
           if (axis_extent(s, outer, o2[d]) > 1) s[outer].unroll(o2[d]);
     } else {

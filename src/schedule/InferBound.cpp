@@ -60,6 +60,11 @@ void derive_axes(StageNest& n) {
 struct SymInterval {
   Expr lo, hi;  // undefined = unbounded
   bool bounded() const { return lo.defined() && hi.defined(); }
+  // Widened to hold `o` too.
+  void join(const SymInterval& o) {
+    lo = lo.defined() && o.lo.defined() ? min(lo, o.lo) : Expr();
+    hi = hi.defined() && o.hi.defined() ? max(hi, o.hi) : Expr();
+  }
 };
 
 SymInterval eval_interval(const Expr& e, const std::map<const ExprNode*, int64_t>& relax) {
@@ -285,10 +290,6 @@ LoopProgram infer_bounds(const ScheduleState& st) {
           // An axis of one iteration is its minimum: a 1x1 window's tap (y*2 + ry) % 2 is then 0.
           to_loops[iv.var().get()] = reader.root_ext[r] == 1 ? reader.root_min[r] : reader.root_value[r];
         }
-        auto join = [](SymInterval& into, const SymInterval& iv) {
-          into.lo = into.lo.defined() && iv.lo.defined() ? min(into.lo, iv.lo) : Expr();
-          into.hi = into.hi.defined() && iv.hi.defined() ? max(into.hi, iv.hi) : Expr();
-        };
         for (auto& idx : loads)
           for (int d = 0; d < nsp; ++d) {
             Expr index = simplify(substitute(idx[d], to_loops));
@@ -298,7 +299,7 @@ LoopProgram infer_bounds(const ScheduleState& st) {
               region[d] = iv, unclamped[d] = inner, clamps[d] = c;
               first[d] = false;
             } else {
-              join(region[d], iv), join(unclamped[d], inner);
+              region[d].join(iv), unclamped[d].join(inner);
               same_clamp[d] = same_clamp[d] && clamps[d] == c;
             }
           }
