@@ -449,9 +449,38 @@ TEST(Ops, NchwOneByOnePrefetchesTheNextBlockOfPixelsWhereTheInputOutgrowsL2) {
       std::string cpp = s.to_cpp();
       bool prefetch = c.prefetch && o.target.avx512();
       EXPECT_EQ(cpp.find(R"(s["conv"].prefetch(s.tensor("X"))") != std::string::npos, prefetch) << c.K << "\n" << cpp;
-      if (prefetch) EXPECT_NE(cpp.find(R"(s["conv"].split("j.outer", 6);)"), std::string::npos) << cpp;
+      // 64 channels in 8 blocks of 8 (see NchwPixelBlockFitsTheOutputChannels): halves of 4.
+      if (prefetch) EXPECT_NE(cpp.find(R"(s["conv"].split("j.outer", 4);)"), std::string::npos) << cpp;
       if (cpu != "haswell" && !Target::host().avx512()) continue;  // runs only where the CPU can
       Buffer x = ref::random(X.shape(), 25), w = ref::random(W.shape(), 26);
+      ref::expect_close(ref::run(s, {X, W, Y}, {x, w}, o)[0], ref::conv2d_nchw(x, w, {}));
+    }
+  }
+}
+
+TEST(Ops, NchwPixelBlockFitsTheOutputChannels) {
+  // The GEMM over the pixels accumulates 6 output channels x 4 vectors of pixels with AVX-512, or 8 x 3
+  // where 8 divides the output channels and 6 does not and the pixels are whole vectors, each vector
+  // of the block its own (unrolled). AVX2's 6 x 2 whatever the channels.
+  struct Case { int64_t K, H; bool eight; };
+  for (std::string cpu : {"haswell", "skylake-avx512"}) {
+    BuildOptions o;
+    o.target = Target::parse("llvm -mcpu=" + cpu);
+    for (Case c : {Case{32, 28, true}, Case{40, 16, true}, Case{48, 28, false}, Case{32, 14, false}}) {
+      Tensor X = placeholder({1, 64, c.H, c.H}, float32, "X"), W = placeholder({c.K, 64, 1, 1}, float32, "W");
+      Tensor Y = ops::conv2d_nchw(X, W, {});
+      Schedule s = ops::default_schedule({Y}, o.target, {W});
+      std::string cpp = s.to_cpp();
+      ASSERT_EQ(cpp.find("cache_write"), std::string::npos) << cpp;  // the GEMM over the pixels
+      bool eight = c.eight && o.target.avx512();
+      int64_t lanes = o.target.vector_bytes / 4, pixels = (eight ? 3 : o.target.avx512() ? 4 : 2) * lanes;
+      EXPECT_NE(cpp.find(R"(s["conv"].split("j", )" + std::string(eight ? "8" : "6") + ");"), std::string::npos)
+          << c.K << "@" << c.H << "\n" << cpp;
+      EXPECT_NE(cpp.find(R"(s["conv"].split("k.l.fused", )" + std::to_string(pixels) + ");"), std::string::npos)
+          << c.K << "@" << c.H << "\n" << cpp;
+      EXPECT_NE(cpp.find(R"(s["conv"].unroll("k.l.fused.inner.outer");)"), std::string::npos) << cpp;
+      if (cpu != "haswell" && !Target::host().avx512()) continue;  // runs only where the CPU can
+      Buffer x = ref::random(X.shape(), 27), w = ref::random(W.shape(), 28);
       ref::expect_close(ref::run(s, {X, W, Y}, {x, w}, o)[0], ref::conv2d_nchw(x, w, {}));
     }
   }
