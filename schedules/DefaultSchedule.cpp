@@ -875,8 +875,12 @@ void schedule_conv_nchw_columns(Schedule& s, const std::string& out, const std::
 // and is stored to the caller's rows as it is. In the channel-blocked path the short
 // reduction (3 x 7 x 7) left each block's copy out to NCHW rows, a gather per channel, a
 // large part of its time. Half the vector registers hold accumulators: the taps' loops carry
-// them, and with 24 (AVX-512) they spilled. ResNet-50's stem at 2 threads (AVX-512): 245
-// GFLOP/s channel-blocked, 372 this way (8 x 2 vectors), 213 with 8 x 3.
+// them. ResNet-50's stem at 2 threads (AVX-512): 245 GFLOP/s channel-blocked, 372 this way (8 x 2
+// vectors), 213 with 8 x 3 as one vector of 48 lanes (which LLVM splits lane by lane). With its
+// copy out unrolled (below) and each vector its own, the de-interleaved block of a wide window takes
+// 3/4 of AVX-512's registers, 8 channels x 3 vectors: alternating runs, ResNet-50's stem 319 -> 334
+// GFLOP/s at 2 threads, 158 -> 167 at one (16 x 2 spilled: 168; 4 x 7 199); MobileNetV2's 3x3
+// stem, not de-interleaved, ran 10% slower as 8 x 2 or 8 x 3 than as 16 x 1.
 // Where the window is wider than 3, the input is de-interleaved by the stride in one pass
 // (the padding inlined into it), so that each tap's columns are one contiguous load: a
 // stride-2 tap is a shuffle of a span it shares with the next, and the shuffles compete
@@ -901,6 +905,8 @@ void schedule_conv_nchw_strided(Schedule& s, const std::string& out, const std::
   bool wide = aop->reduce_axis.back().extent() > 3;
   int64_t nv = std::min<int64_t>((OW + lanes - 1) / lanes, wide || target.vector_registers < 32 ? 2 : 1);
   int64_t kb = divisor_at_most(K, target.vector_registers / 2 / nv);
+  if (wide && target.vector_registers >= 32)
+    nv = std::min<int64_t>((OW + lanes - 1) / lanes, accumulators(target) / kb);
   if (wide)
     schedule_injective(s, s.deinterleave(Tensor(aop->inputs()[0]), {s.tensor(acc)}, 3, column_stride(aop)).name());
   block_weights(s, acc, kb, constant);
@@ -910,8 +916,10 @@ void schedule_conv_nchw_strided(Schedule& s, const std::string& out, const std::
   auto [xo, xi] = o.split(axes[3], nv * lanes);
   o.reorder({axes[0], axes[2], ko, xo, ki, xi});
   o.parallel(o.fuse({axes[0], axes[2], ko}));
-  o.vectorize(xi);
   o.unroll(ki);
+  auto [xio, xii] = o.split(xi, lanes);  // each vector its own
+  o.unroll(xio);
+  o.vectorize(xii);
   Stage a = s[acc];
   a.compute_at(o, xo);
   auto aa = a.leaf_axes();  // n, k, y, x, then the reduction
