@@ -81,6 +81,14 @@ void parallel_prefix(Stage& st, const std::vector<Axis>& axes, const std::vector
 // still a vector (NCHW8c's block of 8 on AVX2).
 bool whole_vector(int64_t extent, int lanes) { return extent < lanes && extent >= 4; }
 
+// A loop of several vectors' worth of `axis` as vectors of `lanes`, unrolled, each its own: as one
+// vector of 3 x 16 lanes (or any width not a power of two of the machine's) LLVM splits it lane by lane.
+void vectorize_by_vector(Stage& st, const Axis& axis, int lanes) {
+  auto [o, i] = st.split(axis, lanes);
+  st.unroll(o);
+  st.vectorize(i);
+}
+
 // Root element-wise/injective stage: vector inner, parallel outer.
 void schedule_injective(Schedule& s, const std::string& name) {
   Stage st = s[name];
@@ -813,10 +821,7 @@ void schedule_conv_nchw_pixels(Schedule& s, const std::string& out, int lanes, b
     o.parallel(o.fuse({axes[0], po, ko}));
   }
   o.unroll(ki);
-  // The block's pixels in vectors of `lanes`, unrolled: LLVM splits one vector of 3 x 16 lanes lane by lane.
-  auto [pio, pii] = o.split(pi, lanes);
-  o.unroll(pio);
-  o.vectorize(pii);
+  vectorize_by_vector(o, pi, lanes);
 }
 
 // Whether schedule_conv_nchw_pixels packs the input panels of `op`, a 1x1 NCHW convolution
@@ -903,10 +908,10 @@ void schedule_conv_nchw_strided(Schedule& s, const std::string& out, const std::
   const OperationNode* aop = op_of(s, acc);
   int64_t K = op->shape[1], OW = op->shape[3];
   bool wide = aop->reduce_axis.back().extent() > 3;
-  int64_t nv = std::min<int64_t>((OW + lanes - 1) / lanes, wide || target.vector_registers < 32 ? 2 : 1);
+  int64_t row_vectors = (OW + lanes - 1) / lanes;
+  int64_t nv = std::min<int64_t>(row_vectors, wide || target.vector_registers < 32 ? 2 : 1);
   int64_t kb = divisor_at_most(K, target.vector_registers / 2 / nv);
-  if (wide && target.vector_registers >= 32)
-    nv = std::min<int64_t>((OW + lanes - 1) / lanes, accumulators(target) / kb);
+  if (wide && target.vector_registers >= 32) nv = std::min<int64_t>(row_vectors, accumulators(target) / kb);
   if (wide)
     schedule_injective(s, s.deinterleave(Tensor(aop->inputs()[0]), {s.tensor(acc)}, 3, column_stride(aop)).name());
   block_weights(s, acc, kb, constant);
@@ -917,9 +922,7 @@ void schedule_conv_nchw_strided(Schedule& s, const std::string& out, const std::
   o.reorder({axes[0], axes[2], ko, xo, ki, xi});
   o.parallel(o.fuse({axes[0], axes[2], ko}));
   o.unroll(ki);
-  auto [xio, xii] = o.split(xi, lanes);  // each vector its own
-  o.unroll(xio);
-  o.vectorize(xii);
+  vectorize_by_vector(o, xi, lanes);
   Stage a = s[acc];
   a.compute_at(o, xo);
   auto aa = a.leaf_axes();  // n, k, y, x, then the reduction
