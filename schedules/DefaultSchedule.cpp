@@ -1012,17 +1012,13 @@ void schedule_conv_nhwc(Schedule& s, const std::string& out, const std::string& 
 // (vectorize_loops unclamps them). The channel's accumulators are then copied out whole.
 // MobileNetV2's 960@7 (AVX-512, 2 threads): 13.7 us a row at a time (7 of 16 lanes), 8.2 us
 // this way. At 14x14 (12.25 vectors against 14 rows of 14 lanes) it was slower: 23 -> 29 us.
-// Vectors of `width` pixels; with `unrolled`, the channel's vectors too (see
-// schedule_depthwise_row_pairs).
-void schedule_depthwise_pixels(Schedule& s, const std::string& out, const std::string& acc, int64_t width,
-                               bool unrolled = false) {
+void schedule_depthwise_pixels(Schedule& s, const std::string& out, const std::string& acc, int64_t width) {
   Stage o = s[out];
   auto axes = o.leaf_axes();  // n, c, y, x
   Axis par = o.fuse({axes[0], axes[1]});
   o.parallel(par);
   auto [po, pi] = o.split(o.fuse({axes[2], axes[3]}), width);
   o.vectorize(pi);
-  if (unrolled) o.unroll(po);
   Stage a = s[acc];
   a.compute_at(o, par);
   auto aa = a.leaf_axes();  // n, c, y, x, then the window
@@ -1032,29 +1028,7 @@ void schedule_depthwise_pixels(Schedule& s, const std::string& out, const std::s
   order.push_back(api);
   a.reorder(order);
   for (size_t r = 4; r < aa.size(); ++r) a.unroll(aa[r]);
-  if (unrolled) a.unroll(apo);
   a.vectorize(api);
-}
-
-// Whether a depthwise NCHW layer runs two output rows to a vector (schedule_depthwise_row_pairs): a
-// 3x3 window at stride 2 over rows of at most half a vector (MobileNetV2's 576@14, 7x7 out).
-bool depthwise_pairs_rows(const OperationNode* op, int lanes) {
-  const OperationNode* w = op->inputs()[1].get();
-  return column_stride(op) == 2 && w->shape[2] * w->shape[3] <= 9 && 2 * op->shape[3] <= lanes;
-}
-
-// Depthwise convolution in NCHW at stride 2 whose output rows fill at most half a vector: each
-// vector holds two output rows (14 of 16 lanes for 7 columns), a channel's pixels unrolled, its
-// window unrolled. A tap's lanes then read two input rows, every other column: the back end's
-// window_load makes that two loads and one two-source shuffle, where the planes' layout read each
-// row in a vector of 7 lanes. Alternating runs, 2 / 1 threads: 576@14 67 -> 75 / 44 -> 45 GFLOP/s
-// against the channel-blocked layout (the transposes cost about what the FMAs do), 160@14 +16% / +2%;
-// 5x5 windows (25 shuffles a vector) ran half as fast and stay blocked.
-// Unrolled, the channel's vectors are stored to its accumulators and read back at constant offsets,
-// which LLVM forwards in registers; in a loop, 14-lane vectors went through the stack in pieces that
-// the copy out read back in other pieces.
-void schedule_depthwise_row_pairs(Schedule& s, const std::string& out, const std::string& acc) {
-  schedule_depthwise_pixels(s, out, acc, 2 * op_of(s, out)->shape[3], true);
 }
 
 // Depthwise convolution in NCHW: a parallel loop over (image, channel); each output row a
@@ -1075,14 +1049,17 @@ void schedule_depthwise(Schedule& s, const std::string& out, const std::string& 
   int64_t OH = op->shape[2], OW = op->shape[3];
   bool unit = column_stride(aop) == 1;
   int64_t taps = reduction_steps(aop), block = std::max<int64_t>(1, (target.vector_registers - taps) / 3);
-  // At a stride, with AVX-512's registers, blocks of 2 rows: the rows share the input row
-  // between them (its loads and shuffles) and each is a chain of dependent FMAs that the other's
-  // overlaps. AVX-512, alternating runs, 1 / 2 threads: 3x3 stride 2 144@56 +10% / +16%, 192@28
-  // +23% / +21%, 96@112 the same; 5x5 stride 2 144@56 +32% / +36%; 7 rows too, the last block
-  // partial: 576@14 +17% / +14%, 5x5 672@14 +14% / +21%. Blocks of 4 or 7 rows gained less
-  // (+2-9%). With AVX2 blocks of rows were no faster.
-  int64_t vw = std::min<int64_t>(OW, lanes);
-  int64_t yb = unit ? divisor_at_most(OH, block) : target.vector_registers >= 32 ? std::min<int64_t>(OH, 2) : 1;
+  // At a stride, with AVX-512's registers, blocks of up to 4 rows, 8 vectors of accumulators: the
+  // rows share the input rows between them (their loads and shuffles) and each is a chain of
+  // dependent FMAs that the others overlap. AVX-512, alternating runs, 1 / 2 threads, 2 rows against
+  // 1: 3x3 stride 2 144@56 +10% / +16%, 192@28 +23% / +21%, 96@112 the same; 5x5 stride 2 144@56
+  // +32% / +36%; 576@14 +17% / +14%, 5x5 672@14 +14% / +21%. 4 rows against 2 (with the back end's
+  // shifted reads): 576@14 +12% / +10%, 160@14 +12% / +7%, 192@28 +4% / +4%, 5x5 144@56 +10% / +12%;
+  // 7 rows 0.60-1.00x. With AVX2 blocks of rows were no faster.
+  int64_t vw = std::min<int64_t>(OW, lanes), row_vectors = (OW + vw - 1) / vw;
+  int64_t yb = unit                             ? divisor_at_most(OH, block)
+               : target.vector_registers >= 32 ? std::min<int64_t>(OH, std::clamp<int64_t>(8 / row_vectors, 1, 4))
+                                               : 1;
   // A window of more taps than registers (5x5 with AVX2) holds none of its weights: each is a
   // broadcast from L1 shared by the block's rows, and a row alone would be one chain of 25
   // dependent FMAs. Blocks of 2 rows, at any stride; of up to half the registers' rows where a
@@ -1130,13 +1107,14 @@ void schedule_depthwise(Schedule& s, const std::string& out, const std::string& 
 // and out), where in the planes' own layout a 7-column row's taps are vectors of 7 lanes, at a
 // stride a shuffle each too. Alternating runs, 2 / 1 threads: 5x5 672@14 stride 2 79 -> 158 / 43 ->
 // 91 GFLOP/s, 1152@7 141 -> 267 / 73 -> 151, 240@28 165 -> 214 / 89 -> 114, 480@14 +3% / +16%,
-// 144@56 stride 2 +7% / +2%; 7x7 384@14 +36% / +6%, 96@56 +84% / +75%. Not 3x3 layers, whose 9 FMAs
-// a value pay less than the transposes: 960@7 the same, 384@14 and, at stride 2, 192@28 and 144@56
-// half as fast (576@14 at stride 2 pairs its rows: depthwise_pairs_rows).
+// 7x7 384@14 +36% / +6%, 96@56 +84% / +75%. Not 3x3 layers, whose 9 FMAs a value pay less than the
+// transposes: 960@7 the same, 384@14 and, at stride 2, 192@28 and 144@56 half as fast. Nor strided
+// layers whose output rows fill a vector, which run in blocks of 4 rows (schedule_depthwise): 5x5
+// 144@56 stride 2 +30% / +15% in the planes' layout.
 bool depthwise_blocks_channels(const OperationNode* op, int lanes, const Target& target) {
   const OperationNode* w = op->inputs()[1].get();
   return op->shape[1] % lanes == 0 && w->shape[0] == op->inputs()[0]->shape[1] && w->shape[2] * w->shape[3] > 9 &&
-         target.vector_registers >= 32;
+         target.vector_registers >= 32 && (column_stride(op) == 1 || op->shape[3] < lanes);
 }
 
 // Depthwise convolution in NCHW, channel-blocked inside the kernel: per block of `lanes` channels
@@ -1329,10 +1307,7 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       // partitioning) rather than copied at the root: where the copy costs much against the
       // convolution and partitioning leaves enough columns unguarded.
       bool pad_in_place = false;
-      if (depthwise && depthwise_pairs_rows(op, lanes)) {
-        schedule_depthwise_row_pairs(s, out, acc);
-        pad_in_place = true;  // each tap's padding a condition of its lanes
-      } else if (depthwise && depthwise_blocks_channels(op, lanes, target)) {
+      if (depthwise && depthwise_blocks_channels(op, lanes, target)) {
         schedule_depthwise_blocked(s, out, acc, lanes, constant(op->inputs()[1].get()));
         pad_in_place = true;  // each tap's padding a condition, its border taps skipped
       } else if (depthwise) {

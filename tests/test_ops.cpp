@@ -624,7 +624,7 @@ TEST(Ops, NchwDepthwiseOfNarrowRowsRunsOverThePixels) {
   // Rows of at most half a vector (7x7 with AVX-512's 16 lanes, 4 columns with AVX2's 8), or
   // under one vector where the rows do not block (7 rows, a prime: 7x7 with AVX2): each
   // channel's pixels in vectors across the ends of rows, the padding's taps masked loads. At
-  // stride 2 such rows go two to a vector (NchwDepthwiseAtStride2PairsRows). Multiplier 2 included.
+  // stride 2 they stay rows (NchwDepthwiseAtStride2BlocksNarrowRows). Multiplier 2 included.
   int64_t lanes = Target::host().vector_bytes / 4, regs = Target::host().vector_registers;
   for (auto [H, W, stride, mult] :
        std::vector<std::array<int64_t, 4>>{{7, 7, 1, 1}, {8, 7, 1, 1}, {5, 4, 1, 2}, {9, 8, 2, 1}}) {
@@ -637,7 +637,7 @@ TEST(Ops, NchwDepthwiseOfNarrowRowsRunsOverThePixels) {
     p.groups = int(C);
     Schedule s = ops::default_schedule({Y}, Target::host(), {Wt});
     bool pixels = s.to_cpp().find(R"(s["dwconv.local"].fuse({"k", "l"});)") != std::string::npos;
-    EXPECT_EQ(pixels, stride == 1 ? 2 * OW <= lanes || (OW < lanes && blocks == 0) : 2 * OW <= lanes)
+    EXPECT_EQ(pixels, stride == 1 && (2 * OW <= lanes || (OW < lanes && blocks == 0)))
         << H << "x" << W << " stride " << stride << "\n" << s.to_cpp();
     ref::expect_close(ref::run(s, {X, Wt, Y}, {x, w})[0], ref::conv2d_nchw(x, w, p));
   }
@@ -647,8 +647,8 @@ TEST(Ops, NchwDepthwiseAtStrideOneComputesABlockOfRows) {
   // At stride 1 a block of output rows (a divisor of the rows, at most a third of the vector
   // registers the 9 weights leave: 2 with AVX2, 7 with AVX-512) accumulates together, so that
   // each input row's loads serve the rows reading it (with a prime number of rows, one); at
-  // stride 2 blocks of 2 rows with AVX-512 (13 rows too, the last block partial), one row at a
-  // time with AVX2.
+  // stride 2 blocks of 4 rows of 2 vectors with AVX-512 (13 rows too, the last block partial), one
+  // row at a time with AVX2.
   for (const char* cpu : {"haswell", "skylake-avx512"}) {
     Target t = Target::parse(std::string("llvm -mcpu=") + cpu);
     std::vector<std::array<int64_t, 3>> shapes = {{14, 20, 1}, {28, 40, 1}, {13, 20, 1}, {28, 40, 2}, {26, 40, 2}};
@@ -656,7 +656,7 @@ TEST(Ops, NchwDepthwiseAtStrideOneComputesABlockOfRows) {
       int64_t C = 3, OH = (H - 1) / stride + 1, rows = 1;
       for (int64_t d = 1; d <= (t.vector_registers - 9) / 3 && stride == 1; ++d)
         if (OH % d == 0) rows = d;
-      if (stride == 2 && t.vector_registers >= 32) rows = 2;
+      if (stride == 2 && t.vector_registers >= 32) rows = 4;
       ops::Conv2dParams p{int(stride), int(stride), 1, 1, 1, 1, 1};
       Tensor X = placeholder({1, C, H, W}, float32, "X"), Wt = placeholder({C, 1, 3, 3}, float32, "W");
       Tensor Y = ops::depthwise_conv2d_nchw(X, Wt, p);
@@ -702,14 +702,15 @@ TEST(Ops, NchwDepthwiseOfAWideWindowRunsChannelBlocked) {
   // into [pixel][channel] per block, the weights blocked alike, the output copied out over the fused
   // pixels. Planes of 49, 81 and 196 pixels end in part of a tile of 16 pixels (of 1 pixel gathered,
   // of 4 transposed from masked loads), in the pack and the copy out. Two images, stride 1 and 2,
-  // weights constant (rewritten) or not (packed per call), a bias + ReLU epilogue; 3x3 layers and
-  // AVX2 keep the planes' layout (narrow rows at stride 2 in pairs: NchwDepthwiseAtStride2PairsRows).
+  // weights constant (rewritten) or not (packed per call), a bias + ReLU epilogue; 3x3 layers, AVX2
+  // and strided layers whose output rows fill a vector (32x32 at stride 2) keep the planes' layout.
   struct Case { const char* cpu; int64_t H, R, stride; bool constant, epilogue, blocked; };
   for (auto c : std::vector<Case>{{"skylake-avx512", 7, 5, 1, true, false, true},
                                   {"skylake-avx512", 14, 5, 2, false, true, true},
                                   {"skylake-avx512", 14, 5, 1, true, false, true},
                                   {"skylake-avx512", 9, 7, 1, true, true, true},
                                   {"skylake-avx512", 28, 3, 2, true, false, false},
+                                  {"skylake-avx512", 32, 5, 2, false, false, false},
                                   {"haswell", 7, 5, 1, true, false, false}}) {
     Target t = Target::parse(std::string("llvm -mcpu=") + c.cpu);
     int64_t C = 32, pad = c.R / 2;
@@ -738,29 +739,29 @@ TEST(Ops, NchwDepthwiseOfAWideWindowRunsChannelBlocked) {
   }
 }
 
-TEST(Ops, NchwDepthwiseAtStride2PairsRows) {
-  // A 3x3 window at stride 2 over output rows of at most half a vector: two rows to a vector (7 and
-  // 5 columns: 14 and 10 lanes), a channel's vectors unrolled, each tap two loads and a shuffle
-  // (no gather); the padding's taps masked in their lanes. With a bias + ReLU epilogue, on the
-  // host and with AVX-512.
+TEST(Ops, NchwDepthwiseAtStride2BlocksNarrowRows) {
+  // A 3x3 window at stride 2 over output rows of at most half a vector (7 and 5 columns): rows in
+  // blocks of up to 4 with AVX-512 (7 rows: 4 and a partial 3), each row a vector of its columns
+  // (7 and 5 lanes), the window unrolled; a row's taps share one span of the input, the padding's
+  // taps masked in their lanes, no gather. With a bias + ReLU epilogue, on the host and with AVX-512.
   for (const char* cpu : {"", "skylake-avx512"})
     for (int64_t H : {14, 10}) {
       Target t = *cpu ? Target::parse(std::string("llvm -mcpu=") + cpu) : Target::host();
-      int64_t C = 24, lanes = t.vector_bytes / 4, OW = H / 2;
+      int64_t C = 24, OW = H / 2, rows = t.vector_registers >= 32 ? 4 : 1;
       ops::Conv2dParams p{2, 2, 1, 1, 1, 1, 1};
       Tensor X = placeholder({2, C, H, H}, float32, "X"), Wt = placeholder({C, 1, 3, 3}, float32, "W");
       Tensor B = placeholder({C}, float32, "B");
       Tensor Y = ops::relu(ops::bias_add(ops::depthwise_conv2d_nchw(X, Wt, p), B, 1, "ba"), "r");
       Schedule s = ops::default_schedule({Y}, t, {Wt});
-      std::string split = R"(.split("k.l.fused", )" + std::to_string(2 * OW) + ")";
-      EXPECT_EQ(s.to_cpp().find(split) != std::string::npos, 2 * OW <= lanes) << cpu << " " << H << "\n" << s.to_cpp();
+      std::string cpp = s.to_cpp();
+      EXPECT_NE(cpp.find(".split(\"k\", " + std::to_string(rows) + ")"), std::string::npos) << cpu << " " << H << "\n"
+                                                                                          << cpp;
+      EXPECT_NE(cpp.find(".split(\"l\", " + std::to_string(OW) + ")"), std::string::npos) << cpp;
       if (t.avx512() && !Target::host().avx512()) continue;  // runs only where the CPU can
       BuildOptions o;
       o.target = t;
-      if (2 * OW <= lanes) {
-        std::string ir = build(s, {X, Wt, B, Y}, o).llvm_ir();
-        EXPECT_EQ(ir.find("masked.gather"), std::string::npos) << cpu << " " << H;
-      }
+      std::string ir = build(s, {X, Wt, B, Y}, o).llvm_ir();
+      EXPECT_EQ(ir.find("masked.gather"), std::string::npos) << cpu << " " << H;
       Buffer x = ref::random(X.shape(), 23), w = ref::random(Wt.shape(), 24), b = ref::random(B.shape(), 25);
       p.groups = int(C);
       Buffer want = ref::conv2d_nchw(x, w, p);

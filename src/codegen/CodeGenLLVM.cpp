@@ -566,17 +566,10 @@ class CodeGen {
     unsigned first = 0;  // the read's first element in `all`
     if (Span* sp = mask && !span_in_bounds(buffer, base, stride, lanes) ? nullptr
                                                                           : shared_span(buffer, base, stride, lanes)) {
-      if (!sp->value || sp->block != b_.GetInsertBlock()) {
-        Expr start = make_int(sp->start, base.dtype());
-        std::vector<llvm::Constant*> read;
-        for (unsigned i = 0; i < sp->width; ++i) read.push_back(b_.getInt1(sp->lanes >> i & 1));
-        sp->value = whole_or_masked(buffer, sp->offset.defined() ? sp->offset + start : start,
-                                    llvm::FixedVectorType::get(mem_type(et), sp->width),
-                                    llvm::ConstantVector::get(read));
-        sp->block = b_.GetInsertBlock();
-      }
-      all = sp->value;
+      all = span_value(*sp, buffer, base.dtype());
       first = span_lane(base, stride);
+    } else if (llvm::Value* v = shifted_read(buffer, base, stride, t, mask)) {
+      return v;
     } else if (in_bounds(buffer, base, span)) {
       all = b_.CreateAlignedLoad(llvm::FixedVectorType::get(mem_type(et), span), element_ptr(buffer, emit(base)),
                                  elem_align(et));
@@ -768,6 +761,24 @@ class CodeGen {
     else if (const Sub* d = base.as<Sub>(); d && is_const_int(d->b, k)) *offset = d->a, *k = -*k;
   }
 
+  // The base one stride on from `base`.
+  static Expr stride_on(const Expr& base, int64_t stride) {
+    Expr offset;
+    int64_t k;
+    split_constant(base, &offset, &k);
+    Expr c = make_int(k + stride, base.dtype());
+    return offset.defined() ? offset + c : c;
+  }
+  // Whether reads `stride` apart from bases a and b fall in spans that start at the same element.
+  static bool same_span_start(const Expr& a, const Expr& b, int64_t stride) {
+    Expr oa, ob;
+    int64_t ka, kb;
+    split_constant(a, &oa, &ka);
+    split_constant(b, &ob, &kb);
+    return ka - phase(ka, stride) == kb - phase(kb, stride) && oa.defined() == ob.defined() &&
+           (!oa.defined() || equal(oa, ob));
+  }
+
   // Where in its span a read at `base` starts: its constant's remainder modulo the stride.
   static unsigned span_lane(const Expr& base, int64_t stride) {
     Expr offset;
@@ -778,14 +789,16 @@ class CodeGen {
   static unsigned phase(int64_t k, int64_t stride) { return unsigned(((k % stride) + stride) % stride); }
 
   // The span of a read of `lanes` elements `stride` apart from `base`: found in spans_, or with
-  // `add` entered there (with the read's elements), else null.
-  Span* shared_span(const Var& buffer, const Expr& base, int64_t stride, unsigned lanes, bool add = false) {
+  // `add` entered there (with the read's elements), else null. With `before`, the span one stride
+  // on, which holds all but the read's first element (shifted_read).
+  Span* shared_span(const Var& buffer, const Expr& base, int64_t stride, unsigned lanes, bool add = false,
+                    bool before = false) {
     Expr offset;
     int64_t k;
-    split_constant(base, &offset, &k);
+    split_constant(before ? stride_on(base, stride) : base, &offset, &k);
     unsigned first = phase(k, stride), width = unsigned(llvm::PowerOf2Ceil(uint64_t(stride) * lanes));
     uint64_t read = 0;
-    for (unsigned i = 0; i < lanes; ++i) read |= uint64_t(1) << (first + i * unsigned(stride));
+    for (unsigned i = 0; i + before < lanes; ++i) read |= uint64_t(1) << (first + i * unsigned(stride));
     int64_t start = k - int64_t(first);
     for (size_t i = spans_.size(); i-- > 0;) {
       Span& sp = spans_[i];
@@ -800,17 +813,63 @@ class CodeGen {
     return &spans_.back();
   }
 
+  // The span's elements, loaded where this block has not yet loaded them.
+  llvm::Value* span_value(Span& sp, const Var& buffer, DType index_type) {
+    if (!sp.value || sp.block != b_.GetInsertBlock()) {
+      Expr start = make_int(sp.start, index_type);
+      std::vector<llvm::Constant*> read;
+      for (unsigned i = 0; i < sp.width; ++i) read.push_back(b_.getInt1(sp.lanes >> i & 1));
+      sp.value = whole_or_masked(buffer, sp.offset.defined() ? sp.offset + start : start,
+                                 llvm::FixedVectorType::get(mem_type(buffer_type_.at(buffer.get())), sp.width),
+                                 llvm::ConstantVector::get(read));
+      sp.block = b_.GetInsertBlock();
+    }
+    return sp.value;
+  }
+
+  // A read one stride before another read's span (a stride-2 3x3 window's tap 2x - 1 beside 2x + 1, in
+  // the span of columns 2x .. 2x + 31): its lanes after the first are that span's, one lane on; the
+  // first is one scalar load. The span's shuffle is the later tap's own (LLVM shares it), so the read
+  // costs a load and a lane shift where it was two more vector loads, most split across cache lines.
+  // AVX-512 only: with AVX2 the lane shift crosses 128-bit halves, which the shuffle order of
+  // stride-2 reads (ShuffleOrder.h) cannot carry.
+  llvm::Value* shifted_read(const Var& buffer, const Expr& base, int64_t stride, DType t, llvm::Value* mask) {
+    unsigned lanes = unsigned(t.lanes);
+    Span* sp = target_.avx512() ? shared_span(buffer, base, stride, lanes, false, true) : nullptr;
+    if (!sp) return nullptr;
+    DType et = buffer_type_.at(buffer.get());
+    llvm::Value* first;
+    if (in_bounds(buffer, base, 1)) {
+      first = b_.CreateAlignedLoad(mem_type(et), element_ptr(buffer, emit(base)), elem_align(et));
+    } else if (mask) {
+      auto* v1 = llvm::FixedVectorType::get(mem_type(et), 1);
+      llvm::Value* on = b_.CreateVectorSplat(1, b_.CreateExtractElement(mask, uint64_t(0)));
+      first = b_.CreateExtractElement(b_.CreateMaskedLoad(v1, element_ptr(buffer, emit(base)), elem_align(et), on,
+                                                          llvm::Constant::getNullValue(v1)),
+                                      uint64_t(0));
+    } else {
+      return nullptr;
+    }
+    std::vector<int> every, shifted{int(lanes)};
+    for (unsigned i = 0; i < lanes; ++i) every.push_back(int(span_lane(base, stride) + i * unsigned(stride)));
+    for (unsigned i = 0; i + 1 < lanes; ++i) shifted.push_back(int(i));
+    llvm::Value* later = b_.CreateShuffleVector(span_value(*sp, buffer, base.dtype()), every);
+    llvm::Value* v = b_.CreateShuffleVector(later, b_.CreateVectorSplat(lanes, first), shifted);
+    return mask ? b_.CreateSelect(mask, v, llvm::Constant::getNullValue(v->getType())) : v;
+  }
+
   // Enters the strided reads of a store, or of a block's stores, into spans_ (see Span).
   void collect_spans(const Stmt& s) {
-    std::vector<const Load*> reads;
+    std::vector<const Load*> strided, reads;  // reads: those whose span may be loaded whole
     const Block* block = s.as<Block>();
     for (auto& st : block ? block->stmts : std::vector<Stmt>{s})
       if (const Store* w = st.as<Store>())
         visit_exprs(w->value, [&](const Expr& e) {
           const Load* l = e.as<Load>();
-          if (l && small_stride(l->index) && !buffer_type_.at(l->buffer.get()).is_bool() &&
-              (!l->predicate.defined() || span_in_bounds(l->buffer, l->index.as<Ramp>()->base, small_stride(l->index),
-                                                         unsigned(l->type.lanes))))
+          if (!l || !small_stride(l->index) || buffer_type_.at(l->buffer.get()).is_bool()) return;
+          strided.push_back(l);
+          if (!l->predicate.defined() ||
+              span_in_bounds(l->buffer, l->index.as<Ramp>()->base, small_stride(l->index), unsigned(l->type.lanes)))
             reads.push_back(l);
         });
     if (reads.empty()) return;  // most blocks: no need to look for their stores
@@ -818,9 +877,33 @@ class CodeGen {
     visit_stmts(s, [&](const Stmt& st) {
       if (const Store* w = st.as<Store>()) written.insert(w->buffer.get());
     });
-    for (const Load* l : reads)
-      if (!written.count(l->buffer.get()))
-        shared_span(l->buffer, l->index.as<Ramp>()->base, small_stride(l->index), unsigned(l->type.lanes), true);
+    // A window of three taps a row (2x - 1, 2x, 2x + 1 at stride 2) reads two spans, one a stride on
+    // from the other, and no span a stride before or after the pair: its first tap joins the later
+    // span (shifted_read). Not wider windows, whose spans the shifts would not all replace and whose
+    // extra shuffles and live values cost more than the loads they save (5x5 at stride 2, AVX-512, 2
+    // threads: 72->40 at 28x28 -10%, depthwise 144@56 -6%). Reads whose span an enclosing block
+    // entered keep to what it chose.
+    for (const Load* l : reads) {
+      if (written.count(l->buffer.get())) continue;
+      int64_t s = small_stride(l->index);
+      const Expr& base = l->index.as<Ramp>()->base;
+      unsigned lanes = unsigned(l->type.lanes);
+      Expr next = stride_on(base, s);
+      bool shift = target_.avx512() && (!l->predicate.defined() || span_in_bounds(l->buffer, next, s, lanes));
+      bool own = shared_span(l->buffer, base, s, lanes), joined = shared_span(l->buffer, base, s, lanes, false, true);
+      if (own || joined) {
+        shift = shift && !own;
+      } else if (shift) {
+        auto read_at = [&](const Expr& at) {  // whether another read's span starts where one at `at` would
+          return std::any_of(strided.begin(), strided.end(), [&](const Load* o) {
+            return o->buffer.get() == l->buffer.get() && small_stride(o->index) == s &&
+                   o->type.lanes == l->type.lanes && same_span_start(o->index.as<Ramp>()->base, at, s);
+          });
+        };
+        shift = read_at(next) && !read_at(stride_on(next, s)) && !read_at(stride_on(base, -s));
+      }
+      shared_span(l->buffer, base, s, lanes, true, shift);
+    }
   }
 
   // ---- statements ----
