@@ -1329,8 +1329,11 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
         schedule_conv_nchw_columns(s, out, acc, lanes, target);
         // At stride 1 a 3-wide window's border taps are masked loads of the row, where the copy is a
         // pass of its own: AVX-512, alternating runs, 2 / 1 threads, 24->40 at 56x56 +10% / +8%,
-        // 17->33 at 32x32 +17% / -3%; 5x5 72->40 stride 2 +4% / -12%, so copied still.
-        pad_in_place = column_stride(op) == 1 && op->reduce_axis.back().extent() <= 3 && target.vector_registers >= 32;
+        // 17->33 at 32x32 +17% / -3%. At a stride too: the copy's rows, parallel by input channel,
+        // are each written by one core and read by both, as every block of output channels reads all
+        // input channels, so at 2 threads half its reads come from the other core's cache: 5x5 72->40
+        // stride 2 +18% / -3%.
+        pad_in_place = (column_stride(op) > 1 || op->reduce_axis.back().extent() <= 3) && target.vector_registers >= 32;
       } else if (layout == "NHWC") {
         schedule_conv_nhwc(s, out, acc, lanes, constant(op->inputs()[1].get()), target);
         // The channels are the vector, so a tap's padding is one condition per pixel that

@@ -830,7 +830,7 @@ TEST(Ops, NchwColumnsOfSmallBlocksTakeTwoRowsWith32Registers) {
   // With AVX-512's 32 registers a block of at most 16 accumulators takes two rows: 33 channels
   // (3 x 2 vectors of a 32-column row) and 40 at stride 2 (8 x 1 vector of 14 columns, the taps
   // unrolled); 40 channels over rows of 56 columns (8 x 2 vectors) keep one row, as does an odd
-  // number of rows. At stride 1 the 3x3 windows read their padding in place.
+  // number of rows. All read their padding in place: the 3x3 windows, and the 5x5 at stride 2.
   Target t = Target::parse("llvm -mcpu=skylake-avx512");
   struct Case { int64_t C, H, K, R, stride, rows; };
   for (auto c : std::vector<Case>{{17, 32, 33, 3, 1, 2}, {72, 28, 40, 5, 2, 2}, {24, 56, 40, 3, 1, 1},
@@ -842,7 +842,7 @@ TEST(Ops, NchwColumnsOfSmallBlocksTakeTwoRowsWith32Registers) {
     Schedule s = ops::default_schedule({Y}, t, {W});
     std::string cpp = s.to_cpp();
     EXPECT_EQ(cpp.find(R"(s["conv"].split("k", 2);)") != std::string::npos, c.rows == 2) << c.K << "\n" << cpp;
-    EXPECT_EQ(cpp.find(R"(s["conv.pad"].compute_inline();)") != std::string::npos, c.stride == 1) << cpp;
+    EXPECT_NE(cpp.find(R"(s["conv.pad"].compute_inline();)"), std::string::npos) << cpp;
     if (!Target::host().avx512()) continue;  // runs only where the CPU can
     Buffer x = ref::random(X.shape(), 21), w = ref::random(W.shape(), 22);
     BuildOptions o;
