@@ -1323,8 +1323,14 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       } else if (layout == "NCHW" && op->shape[1] % lanes == 0 && !short_and_wide(op, lanes)) {
         schedule_conv_nchw(s, out, acc, lanes, constant(op->inputs()[1].get()), target);
         // At a stride the copy is a pass over an input 4x the output's area: ResNet-50's
-        // 128@56 3x3 stride 2 ran 136 -> 162 GFLOP/s; not the 3-channel stem (145 -> 141).
-        pad_in_place = column_stride(op) > 1 && input->shape[1] >= lanes;
+        // 128@56 3x3 stride 2 ran 136 -> 162 GFLOP/s; not the 3-channel stem (145 -> 141). At stride
+        // 1 a 3x3 window's padding too, from 14 rows up with AVX-512: the copy's rows, parallel by
+        // input channel, are read by both cores (see the columns path below). Alternating runs, 2 / 1
+        // threads: 256@14 +8-10% / +3%, 128@28 +2-5% / +1%, 64@56 +2% / 0; 512@7 -2% / -3% and 5x5
+        // 96->256 at 27x27 -4% / -4%, copied still, as with AVX2 (whose fused pixels' padded taps are
+        // conditions per pixel: 0.70x in place).
+        bool window3 = op->reduce_axis.back().extent() <= 3 && op->shape[2] >= 14 && target.vector_registers >= 32;
+        pad_in_place = input->shape[1] >= lanes && (column_stride(op) > 1 || window3);
       } else if (layout == "NCHW") {
         schedule_conv_nchw_columns(s, out, acc, lanes, target);
         // At stride 1 a 3-wide window's border taps are masked loads of the row, where the copy is a
