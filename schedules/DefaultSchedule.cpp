@@ -1042,7 +1042,7 @@ void schedule_depthwise_pixels(Schedule& s, const std::string& out, const std::s
 // registers the weights leave: 7 rows with AVX-512 (2 threads: 576@14 22 -> 16 us, 144@56 62
 // -> 49, 32@112 45 -> 35), 2 with AVX2, where blocks of 4 spilled (2 threads, against oneDNN
 // in the same process: 192@28 0.86 -> 0.97x, 144@56 1.02 -> 1.24x, 32@112 1.58 -> 1.94x). At
-// stride 2 consecutive output rows share one input row of three: no faster.
+// stride 2 (consecutive output rows share one input row of three) blocks of rows too (below).
 void schedule_depthwise(Schedule& s, const std::string& out, const std::string& acc, int lanes, const Target& target) {
   const OperationNode* op = op_of(s, out);
   const OperationNode* aop = op_of(s, acc);
