@@ -769,14 +769,17 @@ class CodeGen {
     Expr c = make_int(k + stride, base.dtype());
     return offset.defined() ? offset + c : c;
   }
+  // Whether two bases' offsets (split_constant; undefined: none) are the same.
+  static bool same_offset(const Expr& a, const Expr& b) {
+    return a.defined() == b.defined() && (!a.defined() || equal(a, b));
+  }
   // Whether reads `stride` apart from bases a and b fall in spans that start at the same element.
   static bool same_span_start(const Expr& a, const Expr& b, int64_t stride) {
     Expr oa, ob;
     int64_t ka, kb;
     split_constant(a, &oa, &ka);
     split_constant(b, &ob, &kb);
-    return ka - phase(ka, stride) == kb - phase(kb, stride) && oa.defined() == ob.defined() &&
-           (!oa.defined() || equal(oa, ob));
+    return ka - phase(ka, stride) == kb - phase(kb, stride) && same_offset(oa, ob);
   }
 
   // Where in its span a read at `base` starts: its constant's remainder modulo the stride.
@@ -802,8 +805,7 @@ class CodeGen {
     int64_t start = k - int64_t(first);
     for (size_t i = spans_.size(); i-- > 0;) {
       Span& sp = spans_[i];
-      if (sp.buffer != buffer.get() || sp.start != start || sp.width != width ||
-          sp.offset.defined() != offset.defined() || (offset.defined() && !equal(sp.offset, offset)))
+      if (sp.buffer != buffer.get() || sp.start != start || sp.width != width || !same_offset(sp.offset, offset))
         continue;
       if (add) sp.lanes |= read;
       return (sp.lanes & read) == read ? &sp : nullptr;
@@ -831,11 +833,10 @@ class CodeGen {
   // the span of columns 2x .. 2x + 31): its lanes after the first are that span's, one lane on; the
   // first is one scalar load. The span's shuffle is the later tap's own (LLVM shares it), so the read
   // costs a load and a lane shift where it was two more vector loads, most split across cache lines.
-  // AVX-512 only: with AVX2 the lane shift crosses 128-bit halves, which the shuffle order of
-  // stride-2 reads (ShuffleOrder.h) cannot carry.
+  // AVX-512 only (shifts_reads).
   llvm::Value* shifted_read(const Var& buffer, const Expr& base, int64_t stride, DType t, llvm::Value* mask) {
     unsigned lanes = unsigned(t.lanes);
-    Span* sp = target_.avx512() ? shared_span(buffer, base, stride, lanes, false, true) : nullptr;
+    Span* sp = shifts_reads() ? shared_span(buffer, base, stride, lanes, false, true) : nullptr;
     if (!sp) return nullptr;
     DType et = buffer_type_.at(buffer.get());
     llvm::Value* first;
@@ -877,33 +878,38 @@ class CodeGen {
     visit_stmts(s, [&](const Stmt& st) {
       if (const Store* w = st.as<Store>()) written.insert(w->buffer.get());
     });
-    // A window of three taps a row (2x - 1, 2x, 2x + 1 at stride 2) reads two spans, one a stride on
-    // from the other, and no span a stride before or after the pair: its first tap joins the later
-    // span (shifted_read). Not wider windows, whose spans the shifts would not all replace and whose
-    // extra shuffles and live values cost more than the loads they save (5x5 at stride 2, AVX-512, 2
-    // threads: 72->40 at 28x28 -10%, depthwise 144@56 -6%). Reads whose span an enclosing block
-    // entered keep to what it chose.
-    for (const Load* l : reads) {
-      if (written.count(l->buffer.get())) continue;
-      int64_t s = small_stride(l->index);
-      const Expr& base = l->index.as<Ramp>()->base;
-      unsigned lanes = unsigned(l->type.lanes);
-      Expr next = stride_on(base, s);
-      bool shift = target_.avx512() && (!l->predicate.defined() || span_in_bounds(l->buffer, next, s, lanes));
-      bool own = shared_span(l->buffer, base, s, lanes), joined = shared_span(l->buffer, base, s, lanes, false, true);
-      if (own || joined) {
-        shift = shift && !own;
-      } else if (shift) {
-        auto read_at = [&](const Expr& at) {  // whether another read's span starts where one at `at` would
-          return std::any_of(strided.begin(), strided.end(), [&](const Load* o) {
-            return o->buffer.get() == l->buffer.get() && small_stride(o->index) == s &&
-                   o->type.lanes == l->type.lanes && same_span_start(o->index.as<Ramp>()->base, at, s);
-          });
-        };
-        shift = read_at(next) && !read_at(stride_on(next, s)) && !read_at(stride_on(base, -s));
-      }
-      shared_span(l->buffer, base, s, lanes, true, shift);
-    }
+    for (const Load* l : reads)
+      if (!written.count(l->buffer.get()))
+        shared_span(l->buffer, l->index.as<Ramp>()->base, small_stride(l->index), unsigned(l->type.lanes), true,
+                    joins_next_span(l, strided));
+  }
+
+  // With AVX2 a lane shift crosses the 128-bit halves that the shuffle order of stride-2 reads
+  // (ShuffleOrder.h) keeps them in, so only AVX-512 shifts reads (shifted_read).
+  bool shifts_reads() const { return target_.avx512(); }
+
+  // Whether the strided read `l`, among the block's `strided` reads, joins the span one stride on
+  // (shifted_read) rather than loading its own. A window of three taps a row (2x - 1, 2x, 2x + 1 at
+  // stride 2) reads two spans, one a stride on from the other, and no span a stride before or after
+  // the pair: its first tap joins the later span. Not wider windows, whose spans the shifts would not
+  // all replace and whose extra shuffles and live values cost more than the loads they save (5x5 at
+  // stride 2, AVX-512, 2 threads: 72->40 at 28x28 -10%, depthwise 144@56 -6%). A read whose span an
+  // enclosing block entered keeps to what that block chose.
+  bool joins_next_span(const Load* l, const std::vector<const Load*>& strided) {
+    int64_t s = small_stride(l->index);
+    const Expr& base = l->index.as<Ramp>()->base;
+    unsigned lanes = unsigned(l->type.lanes);
+    Expr next = stride_on(base, s);
+    if (!shifts_reads() || (l->predicate.defined() && !span_in_bounds(l->buffer, next, s, lanes))) return false;
+    if (shared_span(l->buffer, base, s, lanes)) return false;
+    if (shared_span(l->buffer, base, s, lanes, false, true)) return true;
+    auto read_at = [&](const Expr& at) {  // whether a read's span starts where one from `at` would
+      return std::any_of(strided.begin(), strided.end(), [&](const Load* o) {
+        return o->buffer.get() == l->buffer.get() && small_stride(o->index) == s && o->type.lanes == l->type.lanes &&
+               same_span_start(o->index.as<Ramp>()->base, at, s);
+      });
+    };
+    return read_at(next) && !read_at(stride_on(next, s)) && !read_at(stride_on(base, -s));
   }
 
   // ---- statements ----
