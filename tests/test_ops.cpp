@@ -413,22 +413,29 @@ TEST(Ops, NchwOneByOneRunsInputRowsThroughTheWeightsWhereARowFitsL1) {
   // A 1x1 layer whose input outgrows L1 while one row of all its channels fits a third of it,
   // with at least 8 blocks of output channels a core: each core takes its share of the blocks
   // and every row, the row copied into a dense block (X.local) first. Not where the whole input
-  // fits in L1, nor where the blocks are fewer.
+  // fits in L1, nor where the blocks are fewer. At stride 2 the row copy reads the image's strided
+  // row itself: its subsampled copy (X.sub.sub) is inlined, no pass of its own.
   for (int cores : {1, 2}) {
     Target t = Target::host();
     t.num_cores = cores;
     int64_t kb = 2 * (t.vector_bytes / 4);
-    struct Case { int64_t C, H, K; bool rows; };
-    for (Case c : {Case{256, 7, 8 * cores * kb, true}, Case{96, 7, 8 * cores * kb, false},
-                   Case{256, 7, 4 * cores * kb, false}}) {
+    struct Case { int64_t C, H, K, stride; bool rows; };
+    for (Case c : {Case{256, 7, 8 * cores * kb, 1, true}, Case{96, 7, 8 * cores * kb, 1, false},
+                   Case{256, 7, 4 * cores * kb, 1, false}, Case{256, 14, 8 * cores * kb, 2, true}}) {
       Tensor X = placeholder({1, c.C, c.H, c.H}, float32, "X"), W = placeholder({c.K, c.C, 1, 1}, float32, "W");
-      Tensor Y = ops::conv2d_nchw(X, W, {});
+      ops::Conv2dParams p;
+      p.stride_h = p.stride_w = c.stride;
+      Tensor Y = ops::conv2d_nchw(X, W, p);
       Schedule s = ops::default_schedule({Y}, t, {W});
       std::string cpp = s.to_cpp();
       bool rows = c.rows && t.vector_registers >= 32;  // with AVX2 the fused pixels
-      EXPECT_EQ(cpp.find(R"(s.cache_read(s.tensor("X"), "local")") != std::string::npos, rows) << c.C << "\n" << cpp;
+      std::string input = c.stride > 1 ? "X.sub.sub" : "X";
+      EXPECT_EQ(cpp.find(R"(s.cache_read(s.tensor(")" + input + R"("), "local")") != std::string::npos, rows)
+          << c.C << "\n" << cpp;
+      if (c.stride > 1)
+        EXPECT_EQ(cpp.find(R"(s["X.sub.sub"].compute_inline();)") != std::string::npos, rows) << cpp;
       Buffer x = ref::random(X.shape(), 23), w = ref::random(W.shape(), 24);
-      ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, {}));
+      ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, p));
     }
   }
 }
