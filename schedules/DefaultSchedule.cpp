@@ -1289,7 +1289,8 @@ Schedule default_schedule(const std::vector<Tensor>& outputs, const Target& targ
       Tensor sub = stride > 1 ? subsample_input(s, name, stride) : Tensor();
       // A pass of its own, unless the convolution's schedule made it part of its loops.
       auto schedule_subsample = [&] {
-        if (sub.defined() && s.state().stage(sub.name()).attach != StageState::Inline) schedule_injective(s, sub.name());
+        if (sub.defined() && s.state().stage(sub.name()).attach != StageState::Inline)
+          schedule_injective(s, sub.name());
       };
       // Over a short reduction (at most 8 vectors' worth of steps) the pixels may end in a
       // narrower vector: the channel-blocked path's copy out to NCHW rows (a transpose) costs
