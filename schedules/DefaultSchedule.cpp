@@ -593,9 +593,9 @@ void schedule_conv_nchw_input_rows(Schedule& s, const std::string& out, const st
   s[acc].compute_at(o, xo);
   schedule_register_block(s, acc, {0, 2}, {3}, 1, kb, kb);
   // A strided layer's subsampled input (subsample_input) is not copied at the root: each row's copy takes the
-  // image's strided row. The root copy's rows were each written by one core and read by both, which then
-  // waited for the other core's cache. AVX-512, alternating runs, 512->1024 stride 2 at 28x28: 282-294 ->
-  // 303-318 GFLOP/s at 2 threads, the same at one.
+  // image's strided row. The root copy was a pass and a barrier of its own, parallel by channels and read whole
+  // by both cores. AVX-512, 512->1024 stride 2 at 28x28, 2 threads: 0.89x -> 0.97x oneDNN in interleaved runs
+  // (alternating runs of the two: +6-9% once, 0-3% another time); at one thread the same.
   Operation input = op_of(s, acc)->inputs()[0];
   if (input->tag == "subsample") s[input->name].compute_inline();
   Stage row = s[s.cache_read(Tensor(input), "local", {s.tensor(acc)})];
