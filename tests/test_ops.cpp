@@ -409,6 +409,31 @@ TEST(Ops, NchwDefaultChunksTheReductionOfSmallImagesWhereABlocksWeightsOutgrowL1
   }
 }
 
+TEST(Ops, NchwWindowsRunInChunksWhereABlockOverTheImageFits256KB) {
+  // A 3x3 layer whose weights are the smaller operand: where a block of output channels accumulated over the
+  // whole image fits in 256 KB, its input channels run in chunks outside the rows (the chunk's weights stay in
+  // L1); past that, row by row. At stride 2 on every CPU; at stride 1 where the pixels do not fuse (AVX-512).
+  Target t = Target::host();
+  t.num_cores = 2;
+  int64_t kb = 2 * (t.vector_bytes / 4);
+  for (int64_t H : {28, 56, 112})
+    for (int64_t stride : {1, 2}) {
+      if ((stride == 1 && (H > 56 || t.vector_registers < 32)) || (stride == 2 && H < 56)) continue;
+      int64_t OH = H / stride;
+      Tensor X = placeholder({1, 64, H, H}, float32, "X"), W = placeholder({64, 64, 3, 3}, float32, "W");
+      ops::Conv2dParams p;
+      p.stride_h = p.stride_w = stride;
+      p.pad_h = p.pad_w = 1;
+      Tensor Y = ops::conv2d_nchw(X, W, p);
+      Schedule s = ops::default_schedule({Y}, t, {W});
+      bool chunks = OH * OH * kb * 4 <= 256 * 1024;
+      EXPECT_EQ(s.to_cpp().find(R"(split("rc")") != std::string::npos, chunks) << H << " " << stride << "\n"
+                                                                                << s.to_cpp();
+      Buffer x = ref::random(X.shape(), 25), w = ref::random(W.shape(), 26);
+      ref::expect_close(ref::run(s, {X, W, Y}, {x, w})[0], ref::conv2d_nchw(x, w, p));
+    }
+}
+
 TEST(Ops, NchwOneByOneRunsInputRowsThroughTheWeightsWhereARowFitsL1) {
   // A 1x1 layer whose input outgrows L1 while one row of all its channels fits a third of it,
   // with at least 8 blocks of output channels a core: each core takes its share of the blocks

@@ -1000,6 +1000,10 @@ class CodeGen {
       emit(op->body);
     } else {
       llvm::FunctionCallee alloc = mod_.getOrInsertFunction("tessel_alloc", b_.getPtrTy(), b_.getInt64Ty());
+      // Fresh memory, as malloc's: without the promise LLVM kept a loop's partial sums in such a buffer in
+      // memory, loaded and stored around every FMA, wherever another buffer was read or written in the loop
+      // (NCHW 64@56 3x3 accumulated in a 400 KB buffer: 147 -> 319 GFLOP/s).
+      llvm::cast<llvm::Function>(alloc.getCallee())->addRetAttr(llvm::Attribute::NoAlias);
       llvm::FunctionCallee release = mod_.getOrInsertFunction("tessel_free", b_.getVoidTy(), b_.getPtrTy());
       llvm::Value* p = b_.CreateCall(alloc, {b_.getInt64(bytes)}, op->buffer.name());
       vars_[op->buffer.get()] = p;
