@@ -308,16 +308,16 @@ bool weights_larger(Schedule& s, const std::string& acc) {
   return elements(op->inputs()[1]) > elements(op->inputs()[0]);
 }
 
-// Steps of a convolution's outermost reduction axis per chunk, for the reduction run in
-// chunks outside the image's rows (see schedule_conv_nchwc): as many as keep the weights of
-// `channels` output channels within 16 KB of L1; 0 (no chunks) where the weights are the
-// smaller operand or, unless `small_images`, the output is under 14x14, where each block's
-// weights come from L2 for only a few rows (NCHWc's 2048->512 at 7x7 ran 0.39 -> 0.42 ms
-// chunked).
+// Steps of a convolution's outermost reduction axis whose weights of `channels` output channels fit in 16 KB of L1.
 int64_t chunk_steps(const OperationNode* op, int64_t channels) {
   int64_t bytes = channels * op->dtype.bytes() * reduction_steps(op, 1);
   return divisor_at_most(op->reduce_axis[0].extent(), std::max<int64_t>(1, 16384 / bytes));
 }
+
+// Steps per chunk (chunk_steps) for the reduction run in chunks outside the image's rows (see
+// schedule_conv_nchwc); 0 (no chunks) where the weights are the smaller operand or, unless `small_images`, the output is under 14x14, where each block's
+// weights come from L2 for only a few rows (NCHWc's 2048->512 at 7x7 ran 0.39 -> 0.42 ms
+// chunked).
 int64_t reduction_chunk(Schedule& s, const std::string& acc, int64_t channels, bool small_images = false) {
   const OperationNode* op = op_of(s, acc);
   if (!weights_larger(s, acc) || (op->shape[2] * op->shape[3] < 196 && !small_images)) return 0;
