@@ -315,9 +315,9 @@ int64_t chunk_steps(const OperationNode* op, int64_t channels) {
 }
 
 // Steps per chunk (chunk_steps) for the reduction run in chunks outside the image's rows (see
-// schedule_conv_nchwc); 0 (no chunks) where the weights are the smaller operand or, unless `small_images`, the output is under 14x14, where each block's
-// weights come from L2 for only a few rows (NCHWc's 2048->512 at 7x7 ran 0.39 -> 0.42 ms
-// chunked).
+// schedule_conv_nchwc); 0 (no chunks) where the weights are the smaller operand or, unless
+// `small_images`, the output is under 14x14, where each block's weights come from L2 for only a
+// few rows (NCHWc's 2048->512 at 7x7 ran 0.39 -> 0.42 ms chunked).
 int64_t reduction_chunk(Schedule& s, const std::string& acc, int64_t channels, bool small_images = false) {
   const OperationNode* op = op_of(s, acc);
   if (!weights_larger(s, acc) || (op->shape[2] * op->shape[3] < 196 && !small_images)) return 0;
