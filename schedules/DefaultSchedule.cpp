@@ -654,15 +654,14 @@ void schedule_conv_nchw(Schedule& s, const std::string& out, const std::string& 
     // Only where the blocks share evenly: the chunked reduction's parallel loop is the blocks alone
     // (5x5 32->96 at 28x28, 3 blocks on 2 cores: 278 -> 350 GFLOP/s row by row at 2 threads, 198 ->
     // 190 at one).
-    chunk = even ? reduction_chunk(s, acc, kb, block_bytes > 48 * 1024) : 0;
     // A window's block whose accumulators over the whole image fit in 256 KB is chunked too, whichever operand is
     // larger: row by row, each row read the block's weights from L2 again, where in chunks they stay in L1 while
     // the rows pass. AVX-512, alternating runs, 2 / 1 threads: 3x3 128@56 stride 2 +9-15% / +12%, 64->128 and
     // 128->64 at stride 2 +10%, 64@28 +24% / +15%, 64@32 +10%, 64@44 +21%; past 256 KB mixed (64@48 +9%, 64@56
     // -4%, 64@112 stride 2 -6%). AVX2 code on this CPU: 128@56 stride 2 +29%. Not 1x1 layers (at 14x14 and 7x7
     // -5% .. +2%).
-    if (!chunk && even && taps > 1 && op->shape[2] * op->shape[3] * kb * op->dtype.bytes() <= (256 << 10))
-      chunk = chunk_steps(aop, kb);
+    bool small_sums = taps > 1 && op->shape[2] * op->shape[3] * kb * op->dtype.bytes() <= (256 << 10);
+    chunk = !even ? 0 : small_sums ? chunk_steps(aop, kb) : reduction_chunk(s, acc, kb, block_bytes > 48 * 1024);
     // The chunks' window taps are unrolled (below): a strided window's block then keeps the
     // stride-1 layers' three quarters of the registers, where all but four spilled. AVX-512, 2
     // threads, alternating runs: 3x3 256@28 stride 2 (14 columns x 2 vectors -> 7) 312 -> 434
