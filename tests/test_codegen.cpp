@@ -403,6 +403,20 @@ TEST(CodeGen, PaddedReadsNeedNoSelectAfterTheMaskedLoad) {
     for (int64_t j = 0; j < 8; ++j) ASSERT_FLOAT_EQ(out.get(i * 8 + j), padded(i, 2 * j + 1) * 3) << i << "," << j;
 }
 
+namespace {
+// Vector loads of more than one element in LLVM IR: plain or masked (a masked load of one element
+// is a shifted strided read's scalar).
+size_t vector_loads(const std::string& ir) {
+  size_t loads = 0;
+  std::istringstream lines(ir);
+  for (std::string l; std::getline(lines, l);)
+    loads += l.find(" = load <") != std::string::npos ||
+             (l.find(" call ") != std::string::npos && l.find("@llvm.masked.load.v") != std::string::npos &&
+              l.find("@llvm.masked.load.v1f32") == std::string::npos);
+  return loads;
+}
+}  // namespace
+
 // A stride-2 window's taps 2j + 1, 2j + 2, 2j + 3 read two phases of the same elements: the
 // reads of one statement share one load of a span, and only of the elements read: the row ends
 // at the last tap's last element. The taps 2j + 2 and 2j + 3 read the span from 2j + 2; 2j + 1
@@ -418,12 +432,7 @@ TEST(CodeGen, StridedReadsOfOneSpanShareALoad) {
   s[S].vectorize("j");
   Module m = build(s, {X, S});
   std::string ir = m.llvm_ir();
-  size_t loads = 0;  // vector loads: masked, or plain where every element is read
-  std::istringstream lines(ir);
-  for (std::string l; std::getline(lines, l);)
-    loads += (l.find(" call ") != std::string::npos && l.find("@llvm.masked.load.") != std::string::npos) ||
-             l.find(" = load <") != std::string::npos;
-  EXPECT_EQ(loads, Target::host().avx512() ? 1u : 2u) << ir;
+  EXPECT_EQ(vector_loads(ir), Target::host().avx512() ? 1u : 2u) << ir;
   Buffer x = ref::random(X.shape(), 8), out(S.shape(), float32);
   m(x, out);
   for (int64_t i = 0; i < 3; ++i)
@@ -453,13 +462,7 @@ TEST(CodeGen, StridedReadOneStrideBeforeASpanShiftsIt) {
     s[S].vectorize("j");
     Module m = build(s, {X, S}, o);
     std::string ir = m.llvm_ir();
-    size_t loads = 0;  // vector loads of more than one element
-    std::istringstream lines(ir);
-    for (std::string l; std::getline(lines, l);)
-      loads += l.find(" = load <") != std::string::npos ||
-               (l.find(" call ") != std::string::npos && l.find("@llvm.masked.load.v") != std::string::npos &&
-                l.find("@llvm.masked.load.v1f32") == std::string::npos);
-    EXPECT_EQ(loads, o.target.avx512() ? 1u : 2u) << cpu << "\n" << ir;
+    EXPECT_EQ(vector_loads(ir), o.target.avx512() ? 1u : 2u) << cpu << "\n" << ir;
     if (o.target.avx512() && !Target::host().avx512()) continue;  // runs only where the CPU can
     Buffer x = ref::random(X.shape(), 9), out(S.shape(), float32);
     m(x, out);
