@@ -760,3 +760,28 @@ TEST(Primitives, PrefetchFindsTheRowsThroughAPartialBlocksCopyOfTheLoop) {
                     "(((i.k.l.fused.outer.fused + 1) % 2)*16)) + (c*32))])"), std::string::npos) << ir;
   EXPECT_EQ(ir.find(".prefetch, 0"), std::string::npos) << ir;  // no loop over the lines of a span
 }
+
+// Where the loop over the rows is the innermost of the nest and the loops outside it run about as many times as
+// a row has lines (2 lines of 32 pixels, 3 output channels), iteration (j, c) fetches line j of row c: an address
+// that moves by the rows' stride with c, no line number divided into a row and a line of it.
+TEST(Primitives, PrefetchFetchesALineOfEachRowPerIterationOfTheLoopOverTheRows) {
+  Tensor X = placeholder({2, 7, 4, 16}, float32, "X"), W = placeholder({3, 7}, float32, "W");
+  Tensor Y = PackedPixelBlocks::conv(X, W);
+  std::vector<Tensor> args = {X, W, Y};
+  Buffer x = ref::random(X.shape(), 7), w = ref::random(W.shape(), 8);
+  Buffer want = ref::run(Schedule({Y}), args, {x, w})[0];
+  Schedule s({Y});
+  Stage y = s[Y];
+  auto [po, pi] = y.split(y.fuse({"k", "l"}), 32);
+  y.reorder({"i", po, "j", "c", pi});
+  Axis blocks = y.fuse({"i", po});
+  y.parallel(blocks);
+  y.vectorize(pi);
+  y.prefetch(X, blocks);
+  ref::expect_close(ref::run(s, args, {x, w})[0], want);
+  std::string ir = lower(s, args).str();
+  size_t guard = ir.find("if ((j < 2))");
+  ASSERT_NE(guard, std::string::npos) << ir;
+  EXPECT_NE(ir.find("prefetch(X[((((((i.k.l.fused.outer.fused + 1)/2)*448) + (((i.k.l.fused.outer.fused + 1) % 2)*32)) + "
+                    "(c*64)) + (j*16))])", guard), std::string::npos) << ir;
+}
