@@ -492,13 +492,16 @@ TEST(Ops, NchwOneByOnePrefetchesTheNextBlockOfPixelsWhereTheInputOutgrowsL2) {
 
 TEST(Ops, NchwPixelBlockFitsTheOutputChannels) {
   // The GEMM over the pixels accumulates 6 output channels x 4 vectors of pixels with AVX-512, or 8 x 3
-  // where 8 divides the output channels and 6 does not and the pixels are whole vectors, each vector
-  // of the block its own (unrolled). AVX2's 6 x 2 whatever the channels.
+  // where 8 divides the output channels and 6 does not and the pixels are whole vectors, or where 8 divides
+  // 120 or more output channels and 3 blocks of 64 pixels end in a tail (14x14), each vector of the block its
+  // own (unrolled); the latter's blocks of channels shared among the cores, not packed. AVX2's 6 x 2 whatever
+  // the channels.
   struct Case { int64_t K, H; bool eight; };
   for (std::string cpu : {"haswell", "skylake-avx512"}) {
     BuildOptions o;
     o.target = Target::parse("llvm -mcpu=" + cpu);
-    for (Case c : {Case{32, 28, true}, Case{40, 16, true}, Case{48, 28, false}, Case{32, 14, false}}) {
+    for (Case c : {Case{32, 28, true}, Case{40, 16, true}, Case{48, 28, false}, Case{32, 14, false},
+                   Case{384, 14, true}}) {
       Tensor X = placeholder({1, 64, c.H, c.H}, float32, "X"), W = placeholder({c.K, 64, 1, 1}, float32, "W");
       Tensor Y = ops::conv2d_nchw(X, W, {});
       Schedule s = ops::default_schedule({Y}, o.target, {W});
@@ -511,6 +514,7 @@ TEST(Ops, NchwPixelBlockFitsTheOutputChannels) {
       EXPECT_NE(cpp.find(R"(s["conv"].split("k.l.fused", )" + std::to_string(pixels) + ");"), std::string::npos)
           << c.K << "@" << c.H << "\n" << cpp;
       EXPECT_NE(cpp.find(R"(s["conv"].unroll("k.l.fused.inner.outer");)"), std::string::npos) << cpp;
+      if (c.H == 14) EXPECT_EQ(cpp.find("s.pack("), std::string::npos) << cpp;
       if (cpu != "haswell" && !Target::host().avx512()) continue;  // runs only where the CPU can
       Buffer x = ref::random(X.shape(), 27), w = ref::random(W.shape(), 28);
       ref::expect_close(ref::run(s, {X, W, Y}, {x, w}, o)[0], ref::conv2d_nchw(x, w, {}));
