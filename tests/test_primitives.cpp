@@ -734,18 +734,29 @@ TEST(Primitives, PrefetchFetchesWhatTheNextIterationReads) {
                     {"loop 'i' prefetches", "only CPU targets"});
 }
 
+// PackedPixelBlocks' convolution of an image of `w` columns, its pixels in place (not packed): the
+// schedule `s` is left to the test; lowered() checks it against the unscheduled answer and returns its IR.
+struct PixelsInPlace {
+  Tensor X, W, Y;
+  Schedule s;
+  explicit PixelsInPlace(int64_t w)
+      : X(placeholder({2, 7, 4, w}, float32, "X")), W(placeholder({3, 7}, float32, "W")),
+        Y(PackedPixelBlocks::conv(X, W)), s({Y}) {}
+  std::string lowered(uint64_t seed) {
+    std::vector<Tensor> args = {X, W, Y};
+    Buffer x = ref::random(X.shape(), seed), w = ref::random(W.shape(), seed + 1);
+    ref::expect_close(ref::run(s, args, {x, w})[0], ref::run(Schedule({Y}), args, {x, w})[0]);
+    return lower(s, args).str();
+  }
+};
+
 // The same prefetch where the register block of output channels is partial (3 channels in
 // blocks of 2): the last block's nest is a copy of the reduction loop, which still counts as
 // the loop whose iterations read the rows, so the next block's 7 rows are fetched, 7 lines,
 // not the 13 lines of the span between them.
 TEST(Primitives, PrefetchFindsTheRowsThroughAPartialBlocksCopyOfTheLoop) {
-  Tensor X = placeholder({2, 7, 4, 8}, float32, "X"), W = placeholder({3, 7}, float32, "W");
-  Tensor Y = PackedPixelBlocks::conv(X, W);
-  std::vector<Tensor> args = {X, W, Y};
-  Buffer x = ref::random(X.shape(), 5), w = ref::random(W.shape(), 6);
-  Buffer want = ref::run(Schedule({Y}), args, {x, w})[0];
-  Schedule s({Y});
-  Stage y = s[Y];
+  PixelsInPlace p(8);
+  Stage y = p.s[p.Y];
   auto [po, pi] = y.split(y.fuse({"k", "l"}), 16);
   auto [jo, ji] = y.split("j", 2);
   y.reorder({"i", po, jo, "c", ji, pi});
@@ -753,9 +764,8 @@ TEST(Primitives, PrefetchFindsTheRowsThroughAPartialBlocksCopyOfTheLoop) {
   y.parallel(blocks);
   y.unroll(ji);
   y.vectorize(pi);
-  y.prefetch(X, blocks);
-  ref::expect_close(ref::run(s, args, {x, w})[0], want);
-  std::string ir = lower(s, args).str();
+  y.prefetch(p.X, blocks);
+  std::string ir = p.lowered(5);
   EXPECT_NE(ir.find("prefetch(X[(((((i.k.l.fused.outer.fused + 1)/2)*224) + "
                     "(((i.k.l.fused.outer.fused + 1) % 2)*16)) + (c*32))])"), std::string::npos) << ir;
   EXPECT_EQ(ir.find(".prefetch, 0"), std::string::npos) << ir;  // no loop over the lines of a span
@@ -765,23 +775,20 @@ TEST(Primitives, PrefetchFindsTheRowsThroughAPartialBlocksCopyOfTheLoop) {
 // a row has lines (2 lines of 32 pixels, 3 output channels), iteration (j, c) fetches line j of row c: an address
 // that moves by the rows' stride with c, no line number divided into a row and a line of it.
 TEST(Primitives, PrefetchFetchesALineOfEachRowPerIterationOfTheLoopOverTheRows) {
-  Tensor X = placeholder({2, 7, 4, 16}, float32, "X"), W = placeholder({3, 7}, float32, "W");
-  Tensor Y = PackedPixelBlocks::conv(X, W);
-  std::vector<Tensor> args = {X, W, Y};
-  Buffer x = ref::random(X.shape(), 7), w = ref::random(W.shape(), 8);
-  Buffer want = ref::run(Schedule({Y}), args, {x, w})[0];
-  Schedule s({Y});
-  Stage y = s[Y];
+  PixelsInPlace p(16);
+  Stage y = p.s[p.Y];
   auto [po, pi] = y.split(y.fuse({"k", "l"}), 32);
   y.reorder({"i", po, "j", "c", pi});
   Axis blocks = y.fuse({"i", po});
   y.parallel(blocks);
   y.vectorize(pi);
-  y.prefetch(X, blocks);
-  ref::expect_close(ref::run(s, args, {x, w})[0], want);
-  std::string ir = lower(s, args).str();
+  y.prefetch(p.X, blocks);
+  std::string ir = p.lowered(7);
   size_t guard = ir.find("if ((j < 2))");
   ASSERT_NE(guard, std::string::npos) << ir;
-  EXPECT_NE(ir.find("prefetch(X[((((((i.k.l.fused.outer.fused + 1)/2)*448) + (((i.k.l.fused.outer.fused + 1) % 2)*32)) + "
-                    "(c*64)) + (j*16))])", guard), std::string::npos) << ir;
+  EXPECT_NE(ir.find("prefetch(X[((((((i.k.l.fused.outer.fused + 1)/2)*448) + "
+                    "(((i.k.l.fused.outer.fused + 1) % 2)*32)) + (c*64)) + (j*16))])",
+                    guard),
+            std::string::npos)
+      << ir;
 }

@@ -205,7 +205,9 @@ class Injector : public IRMutator {
     Footprint range = footprint(loop, finder, buffer, line_elems);
     int64_t row_lines = range.row_lines(line_elems);
     Expr ahead = simplify(substitute(range.start, loop->var, Expr(loop->var) + make_int(offset)));
-    if (Stmt by_rows = spread_by_rows(body, loop, finder, range, ahead, line_elems); by_rows.defined())
+    std::vector<const For*> nest = busiest_nest(loop->body);
+    if (Stmt by_rows = spread_by_rows(body, name, nest, finder, range, ahead, line_elems, row_lines);
+        by_rows.defined())
       return by_rows;
     auto address = [&](const Expr& line) {
       if (range.rows == 1) return ahead + line * make_int(line_elems);
@@ -213,7 +215,7 @@ class Injector : public IRMutator {
       Expr row = line / make_int(row_lines);
       return ahead + row * make_int(range.stride) + (line - row * make_int(row_lines)) * make_int(line_elems);
     };
-    return spread(body, loop, finder, address, range.rows * row_lines);
+    return spread(body, loop, nest, finder, address, range.rows * row_lines);
   }
 
   // The range one iteration of `loop` reads, or where that is sparse, the rows of one loop
@@ -293,20 +295,19 @@ class Injector : public IRMutator {
     return Footprint{start, std::max(hi[0] - lo[0], hi[1] - lo[1]) + 1};
   }
 
-  // Rows of lines where the innermost serial loop of the busiest nest inside `loop` runs once per row (a
-  // reduction over an NCHW image's channels under blocks of output channels): its iteration r fetches lines of
-  // row r, the loops outside it choosing which, so that each address is the loop's variable times the rows'
-  // stride and no line number is divided into a row and a line of it (a division, a shift and a multiply in
-  // every iteration of a loop of 24 FMAs). AVX-512, alternating runs, 1 / 2 threads: 256->64 1x1 at 56x56
-  // +2-4% / +3-5%, 96->24 at 112x112 +5% / +5%. Undefined where the nest does not take that shape, or where the
-  // fetches would bunch in a few of the iterations of the loops outside it.
-  Stmt spread_by_rows(const Stmt& body, const For* loop, const ReadFinder& finder, const Footprint& range,
-                      const Expr& ahead, int64_t line_elems) {
-    std::vector<const For*> nest = busiest_nest(loop->body);
-    int64_t rows = 0, row_lines = range.row_lines(line_elems), outer = 1;
+  // Rows of lines where the innermost serial loop of `nest` (the busiest inside the marked loop `name`) runs
+  // once per row (a reduction over an NCHW image's channels under blocks of output channels): its iteration r
+  // fetches lines of row r, the loops outside it choosing which, so that each address is the loop's variable
+  // times the rows' stride and no line number is divided into a row and a line of it (a division, a shift and
+  // a multiply in every iteration of a loop of 24 FMAs). AVX-512, alternating runs, 1 / 2 threads: 256->64 1x1
+  // at 56x56 +2-4% / +3-5%, 96->24 at 112x112 +5% / +5%. Undefined where the nest does not take that shape, or
+  // where the fetches would bunch in a few of the iterations of the loops outside it.
+  Stmt spread_by_rows(const Stmt& body, const std::string& name, const std::vector<const For*>& nest,
+                      const ReadFinder& finder, const Footprint& range, const Expr& ahead, int64_t line_elems,
+                      int64_t row_lines) {
+    int64_t rows = 0, outer = 1;
     if (range.rows < 2 || nest.empty() || !is_const_int(simplify(nest.back()->extent), &rows) || rows != range.rows)
       return Stmt();
-    const std::string& name = loop->var.name();
     Expr iter = make_int(0);  // the iteration of the loops outside the innermost
     for (size_t i = 0; i + 1 < nest.size(); ++i) {
       int64_t ext = constant(nest[i]->extent, "extent", name);
@@ -325,14 +326,14 @@ class Injector : public IRMutator {
   }
 
   // Prefetches of `lines` lines (the address of each given), spread over the iterations of the
-  // serial loops of the busiest nest inside `loop`, counted through the loops above.
-  Stmt spread(const Stmt& body, const For* loop, const ReadFinder& finder,
+  // serial loops of `nest` (the busiest inside `loop`), counted through the loops above.
+  Stmt spread(const Stmt& body, const For* loop, const std::vector<const For*>& nest, const ReadFinder& finder,
               const std::function<Expr(const Expr&)>& address, int64_t lines) {
     const std::string& name = loop->var.name();
     Expr iter = make_int(0);
     int64_t count = 1;
     const For* at = loop;  // the prefetches go first in its body
-    for (const For* f : busiest_nest(loop->body)) {
+    for (const For* f : nest) {
       int64_t ext = constant(f->extent, "extent", name);
       if (count * ext * lines >= (int64_t(1) << 30)) break;  // the line numbers stay within int32
       iter = iter * make_int(ext) + (Expr(f->var) - f->min), count *= ext, at = f;
